@@ -1,0 +1,116 @@
+// The attention backend interface: one CP step, queries of one shard against one block of keys
+// and values, merged into fp32 running accumulators (DESIGN.md §2, §4).
+//
+// Every pointer lives in the backend's memory space (host for CPU backends, device for CUDA).
+// Tensors are BSHD, row-major, contiguous:
+//   q, dout, out accumulators  [batch, seqlen_q, num_heads_q, head_dim]
+//   k, v, dk/dv accumulators   [batch, seqlen_k, num_heads_kv, head_dim]
+//   lse, delta                 [batch, num_heads_q, seqlen_q]     (fp32, natural log)
+//   segment ids, positions     [batch, seqlen_q] / [batch, seqlen_k] (int32)
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "ringpack/dtype.h"
+#include "ringpack/mask.h"
+
+namespace ringpack {
+
+struct AttentionDims {
+  int batch = 0;
+  int seqlen_q = 0;
+  int seqlen_k = 0;
+  int num_heads_q = 0;
+  int num_heads_kv = 0;
+  int head_dim = 0;
+};
+
+// One step's inputs. scale <= 0 means 1/sqrt(head_dim).
+struct AttentionStep {
+  AttentionDims dims;
+  DType dtype = DType::kF32;
+  MaskSpec mask;
+  float scale = 0.0f;
+  const void* q = nullptr;
+  const void* k = nullptr;
+  const void* v = nullptr;
+  const int32_t* segment_ids_q = nullptr;
+  const int32_t* positions_q = nullptr;
+  const int32_t* segment_ids_k = nullptr;
+  const int32_t* positions_k = nullptr;
+};
+
+// Running forward state (fp32). Initialise out = 0, lse = -inf; each forward() merges its
+// partial (o_s, lse_s) in:  lse_new = logaddexp(lse, lse_s);
+//   out = out * exp(lse - lse_new) + o_s * exp(lse_s - lse_new);  lse = lse_new.
+struct ForwardAccumulators {
+  float* out = nullptr;  // [batch, seqlen_q, num_heads_q, head_dim]
+  float* lse = nullptr;  // [batch, num_heads_q, seqlen_q]
+};
+
+struct BackwardInputs {
+  const void* dout = nullptr;    // [batch, seqlen_q, num_heads_q, head_dim], step dtype
+  const float* lse = nullptr;    // [batch, num_heads_q, seqlen_q], final forward LSE
+  const float* delta = nullptr;  // [batch, num_heads_q, seqlen_q], rowsum(dO * O)
+};
+
+// backward() adds this step's contribution to each (fp32, not overwritten).
+struct BackwardAccumulators {
+  float* dq = nullptr;  // [batch, seqlen_q, num_heads_q, head_dim]
+  float* dk = nullptr;  // [batch, seqlen_k, num_heads_kv, head_dim]
+  float* dv = nullptr;  // [batch, seqlen_k, num_heads_kv, head_dim]
+};
+
+enum class MemorySpace { kHost, kDevice };
+enum class BackendKind { kReference, kCpu, kCuda };
+
+const char* backend_kind_name(BackendKind kind);  // "reference", "cpu", "cuda"
+BackendKind parse_backend_kind(std::string_view name);
+
+class AttentionBackend {
+ public:
+  virtual ~AttentionBackend() = default;
+
+  virtual std::string name() const = 0;
+  virtual MemorySpace memory_space() const = 0;
+  // Throws ringpack::Error naming the value when this backend cannot run the configuration.
+  virtual void check_supported(DType dtype, int head_dim) const = 0;
+
+  virtual void forward(const AttentionStep& step, const ForwardAccumulators& acc) = 0;
+  virtual void backward(const AttentionStep& step, const BackwardInputs& in,
+                        const BackwardAccumulators& acc) = 0;
+
+  // Memory of this backend's space, and copies to/from the host.
+  virtual void* allocate(size_t bytes) = 0;
+  virtual void deallocate(void* ptr) = 0;
+  virtual void copy_from_host(void* dst, const void* src, size_t bytes) = 0;
+  virtual void copy_to_host(void* dst, const void* src, size_t bytes) = 0;
+  virtual void copy(void* dst, const void* src, size_t bytes) = 0;  // within the space
+
+  // Element-wise helpers the CP schedules need, in this backend's space.
+  virtual void fill(float* data, size_t count, float value) = 0;
+  // dst[i] = round(src[i]) to `dtype`.
+  virtual void cast_from_f32(void* dst, DType dtype, const float* src, size_t count) = 0;
+  // delta[b][h][s] = sum_d dout[b][s][h][d] * out[b][s][h][d] (fp32).
+  virtual void compute_delta(const void* dout, const void* out, DType dtype,
+                             const AttentionDims& dims, float* delta) = 0;
+  // Waits for all work issued by this backend (no-op on the host).
+  virtual void synchronize() = 0;
+};
+
+struct BackendOptions {
+  int num_threads = 0;   // CPU backends: worker threads per call (0 = hardware concurrency)
+  int device = 0;        // CUDA: device ordinal
+  bool deterministic = false;
+};
+
+std::unique_ptr<AttentionBackend> make_backend(BackendKind kind, const BackendOptions& options);
+
+// 1/sqrt(head_dim) when scale <= 0.
+float resolve_scale(float scale, int head_dim);
+
+}  // namespace ringpack
