@@ -1,6 +1,7 @@
 // Packed batches: per-token segment ids (0 = padding) and positions (DESIGN.md §1-2, §5).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 

@@ -3,6 +3,12 @@
 
 #include <cstdint>
 
+#if defined(__CUDACC__)
+#define RINGPACK_HOST_DEVICE __host__ __device__ __forceinline__
+#else
+#define RINGPACK_HOST_DEVICE inline
+#endif
+
 namespace ringpack {
 
 struct MaskSpec {
@@ -11,7 +17,7 @@ struct MaskSpec {
 };
 
 // visible(q, k) = seg_q == seg_k && seg_q != 0 && pos_k <= pos_q [&& pos_q - pos_k <= window]
-inline bool visible(int32_t seg_q, int32_t pos_q, int32_t seg_k, int32_t pos_k,
+RINGPACK_HOST_DEVICE bool visible(int32_t seg_q, int32_t pos_q, int32_t seg_k, int32_t pos_k,
                     const MaskSpec& mask) {
   if (seg_q != seg_k || seg_q == 0) return false;
   if (mask.causal && pos_k > pos_q) return false;

@@ -1,0 +1,70 @@
+// The mask as a policy object at tile granularity (STYLE.md 4): per tile, skip / full / partial
+// from the ranges of segment ids and positions the tile holds; per element, rule (1).
+//
+// Host and device code share this header. Classification is conservative: kSkip only when no
+// pair of the two tiles is visible, kFull only when every pair is visible; anything else is
+// kPartial and pays per-element checks.
+#pragma once
+
+#include <cstdint>
+
+#include "ringpack/mask.h"
+
+namespace ringpack {
+
+// Summary of a tile of tokens: min/max segment id and position over its tokens. A tile of only
+// padding (or an empty tile) has seg_max == 0.
+struct TileRange {
+  int32_t seg_min;
+  int32_t seg_max;
+  int32_t pos_min;
+  int32_t pos_max;
+};
+
+enum class TileClass : int32_t { kSkip = 0, kPartial = 1, kFull = 2 };
+
+// Range of tokens [begin, end) of one row; padding tokens count with seg 0.
+RINGPACK_HOST_DEVICE TileRange make_tile_range(const int32_t* segment_ids,
+                                               const int32_t* positions, int begin, int end) {
+  TileRange r{INT32_MAX, INT32_MIN, INT32_MAX, INT32_MIN};
+  for (int t = begin; t < end; ++t) {
+    const int32_t s = segment_ids[t];
+    const int32_t p = positions[t];
+    r.seg_min = s < r.seg_min ? s : r.seg_min;
+    r.seg_max = s > r.seg_max ? s : r.seg_max;
+    r.pos_min = p < r.pos_min ? p : r.pos_min;
+    r.pos_max = p > r.pos_max ? p : r.pos_max;
+  }
+  if (begin >= end) r = TileRange{0, 0, 0, 0};
+  return r;
+}
+
+RINGPACK_HOST_DEVICE TileClass classify_tile(const TileRange& q, const TileRange& k,
+                                             bool causal, int64_t window) {
+  // Segments: no common nonzero id is possible when the ranges are disjoint or all padding.
+  if (q.seg_max == 0 || k.seg_max == 0) return TileClass::kSkip;
+  if (q.seg_max < k.seg_min || k.seg_max < q.seg_min) return TileClass::kSkip;
+  // Positions: every key after every query (causal), or every pair farther than the window.
+  if (causal && k.pos_min > q.pos_max) return TileClass::kSkip;
+  if (window >= 0) {
+    if (int64_t(q.pos_min) - int64_t(k.pos_max) > window) return TileClass::kSkip;
+    if (!causal && int64_t(k.pos_min) - int64_t(q.pos_max) > window) return TileClass::kSkip;
+  }
+  // Full: one real segment on both sides and every position pair allowed.
+  const bool one_segment = q.seg_min == q.seg_max && k.seg_min == k.seg_max &&
+                           q.seg_min == k.seg_min && q.seg_min != 0;
+  if (!one_segment) return TileClass::kPartial;
+  if (causal && k.pos_max > q.pos_min) return TileClass::kPartial;
+  if (window >= 0) {
+    if (int64_t(q.pos_max) - int64_t(k.pos_min) > window) return TileClass::kPartial;
+    if (!causal && int64_t(k.pos_max) - int64_t(q.pos_min) > window) return TileClass::kPartial;
+  }
+  return TileClass::kFull;
+}
+
+RINGPACK_HOST_DEVICE TileClass classify_tile(const TileRange& q, const TileRange& k,
+                                             const MaskSpec& mask) {
+  return classify_tile(q, k, mask.causal, mask.window);
+}
+
+}  // namespace ringpack
