@@ -103,8 +103,8 @@ class AttentionBackend {
 };
 
 struct BackendOptions {
-  int num_threads = 0;   // CPU backends: worker threads per call (0 = hardware concurrency)
-  int device = 0;        // CUDA: device ordinal
+  int num_threads = 0;  // CPU backends: worker threads per call (0 = hardware concurrency)
+  int device = 0;       // CUDA: device ordinal
   bool deterministic = false;
 };
 

@@ -13,8 +13,8 @@ namespace ringpack {
 enum class DType : uint8_t { kF32, kBF16, kF16 };
 
 size_t dtype_size(DType dtype);
-const char* dtype_name(DType dtype);        // "fp32", "bf16", "fp16"
-DType parse_dtype(std::string_view name);   // accepts the names above and float32/bfloat16/float16
+const char* dtype_name(DType dtype);       // "fp32", "bf16", "fp16"
+DType parse_dtype(std::string_view name);  // accepts the names above and float32/bfloat16/float16
 
 float bf16_to_float(uint16_t bits);
 uint16_t float_to_bf16(float value);

@@ -46,8 +46,8 @@ template <class... Args>
 }  // namespace ringpack
 
 // Throws ringpack::Error with the streamed message when cond is false.
-#define RINGPACK_CHECK(cond, ...)                                                \
-  do {                                                                           \
+#define RINGPACK_CHECK(cond, ...)                                                         \
+  do {                                                                                    \
     if (!(cond)) ::ringpack::detail::throw_error(#cond, __FILE__, __LINE__, __VA_ARGS__); \
   } while (0)
 

@@ -23,8 +23,8 @@ struct BatchOptions {
   int seq_len = 4096;
   int cp = 4;
   PackerOptions packer;
-  std::string layout_file;                  // replaces the packer; batch/seq_len come from it
-  std::optional<PackedBatch> layout;        // a layout given directly (CLI --segment-ids, tests)
+  std::string layout_file;            // replaces the packer; batch/seq_len come from it
+  std::optional<PackedBatch> layout;  // a layout given directly (CLI --segment-ids, tests)
   ReorderSpec reorder{ReorderKind::kAuto, 1};
   Strategy strategy = Strategy::kRing;
   MaskSpec mask;
@@ -45,14 +45,14 @@ struct RunOptions {
 
 // Error of one tensor against the fp64 reference, and the tolerance it was held to.
 struct TensorError {
-  std::string name;                 // "out", "lse", "dq", "dk", "dv"
+  std::string name;  // "out", "lse", "dq", "dk", "dv"
   double max_abs_err = 0.0;
-  double rel_err = 0.0;             // ||x - ref|| / ||ref||
-  double baseline_rel_err = 0.0;    // the reference's own error in the run's dtype
-  double tolerance = 0.0;           // rel_err must be <= tolerance
-  int64_t masked_mismatches = 0;    // rows where exactly one side has no visible key
+  double rel_err = 0.0;           // ||x - ref|| / ||ref||
+  double baseline_rel_err = 0.0;  // the reference's own error in the run's dtype
+  double tolerance = 0.0;         // rel_err must be <= tolerance
+  int64_t masked_mismatches = 0;  // rows where exactly one side has no visible key
   bool passed = false;
-  std::string worst;                // where max_abs_err occurs: row, token, head, dim, expected, got
+  std::string worst;  // where max_abs_err occurs: row, token, head, dim, expected, got
 };
 
 struct RankReport {
@@ -73,18 +73,18 @@ struct PhaseTime {
 };
 
 struct RunReport {
-  BatchOptions options;            // as resolved (layout sizes, reorder)
+  BatchOptions options;  // as resolved (layout sizes, reorder)
   std::string backend;
-  std::string reorder;             // resolved label
+  std::string reorder;  // resolved label
   std::string reorder_reason;
   int documents = 0;
   int64_t padding_tokens = 0;
   std::vector<RankReport> ranks;
-  double imbalance = 1.0;          // max / mean visible pairs
+  double imbalance = 1.0;  // max / mean visible pairs
   std::vector<PhaseTime> phases;
   bool verified = false;
   std::vector<TensorError> errors;
-  bool passed = false;             // all verified tensors within tolerance (true when !verified)
+  bool passed = false;  // all verified tensors within tolerance (true when !verified)
 };
 
 // Progress callback: a short line describing what the job is doing now.

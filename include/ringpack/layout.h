@@ -14,7 +14,9 @@ struct PackedBatch {
   std::vector<int32_t> segment_ids;  // [batch, seq_len]; 0 = padding
   std::vector<int32_t> positions;    // [batch, seq_len]; index inside the document
 
-  int32_t segment_id(int row, int token) const { return segment_ids[size_t(row) * seq_len + token]; }
+  int32_t segment_id(int row, int token) const {
+    return segment_ids[size_t(row) * seq_len + token];
+  }
   int32_t position(int row, int token) const { return positions[size_t(row) * seq_len + token]; }
 };
 

@@ -18,7 +18,7 @@ struct MaskSpec {
 
 // visible(q, k) = seg_q == seg_k && seg_q != 0 && pos_k <= pos_q [&& pos_q - pos_k <= window]
 RINGPACK_HOST_DEVICE bool visible(int32_t seg_q, int32_t pos_q, int32_t seg_k, int32_t pos_k,
-                    const MaskSpec& mask) {
+                                  const MaskSpec& mask) {
   if (seg_q != seg_k || seg_q == 0) return false;
   if (mask.causal && pos_k > pos_q) return false;
   if (mask.window >= 0) {

@@ -21,13 +21,13 @@ const char* length_source_name(LengthSource source);  // "realistic", "file", "f
 LengthSource parse_length_source(std::string_view name);
 
 struct PackerOptions {
-  bool packing = true;          // false: one document per row, the rest padding
+  bool packing = true;  // false: one document per row, the rest padding
   LengthSource source = LengthSource::kRealistic;
-  std::string lengths_file;     // kFile
-  int fixed_length = 1024;      // kFixed
-  int uniform_min = 1;          // kUniform
+  std::string lengths_file;  // kFile
+  int fixed_length = 1024;   // kFixed
+  int uniform_min = 1;       // kUniform
   int uniform_max = 4096;
-  int max_doc_length = 0;       // cap on sampled lengths; 0 = none
+  int max_doc_length = 0;  // cap on sampled lengths; 0 = none
   uint64_t seed = 0;
 };
 

@@ -27,15 +27,15 @@ struct PlanConfig {
 // The analysis of one reorder on one batch.
 struct ReorderAnalysis {
   ReorderSpec spec;
-  std::string label;                                // reorder_label(spec)
-  std::vector<int64_t> visible_pairs;               // [cp]: pairs whose query this rank holds
-  std::vector<std::vector<int64_t>> step_pairs;     // [cp][cp]: rank r's queries x rank s's keys
-  double imbalance = 1.0;                           // max / mean of visible_pairs (1 = perfect)
-  std::vector<int64_t> computed_tile_elements;      // [cp]: elements of tiles not skipped
-  double tile_efficiency = 1.0;                     // visible pairs / computed tile elements
-  std::vector<int> skippable_steps;                 // [cp]: steps with no visible pair
-  std::vector<uint64_t> bytes_sent;                 // [cp]: forward + backward, per rank
-  double cost = 0.0;                                // model time units; lower is better
+  std::string label;                             // reorder_label(spec)
+  std::vector<int64_t> visible_pairs;            // [cp]: pairs whose query this rank holds
+  std::vector<std::vector<int64_t>> step_pairs;  // [cp][cp]: rank r's queries x rank s's keys
+  double imbalance = 1.0;                        // max / mean of visible_pairs (1 = perfect)
+  std::vector<int64_t> computed_tile_elements;   // [cp]: elements of tiles not skipped
+  double tile_efficiency = 1.0;                  // visible pairs / computed tile elements
+  std::vector<int> skippable_steps;              // [cp]: steps with no visible pair
+  std::vector<uint64_t> bytes_sent;              // [cp]: forward + backward, per rank
+  double cost = 0.0;                             // model time units; lower is better
 };
 
 struct Plan {

@@ -19,7 +19,8 @@ struct ReorderSpec {
   int stripe_size = 1;  // striped only
 };
 
-const char* reorder_kind_name(ReorderKind kind);  // "contiguous", "dual_chunk_swap", "striped", "auto"
+const char* reorder_kind_name(
+    ReorderKind kind);  // "contiguous", "dual_chunk_swap", "striped", "auto"
 ReorderKind parse_reorder_kind(std::string_view name);
 // "striped" with stripe size 1, "striped:64" with 64, otherwise the kind's name.
 std::string reorder_label(const ReorderSpec& spec);

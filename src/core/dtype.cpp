@@ -9,13 +9,18 @@
 
 namespace ringpack {
 
-size_t dtype_size(DType dtype) { return dtype == DType::kF32 ? 4 : 2; }
+size_t dtype_size(DType dtype) {
+  return dtype == DType::kF32 ? 4 : 2;
+}
 
 const char* dtype_name(DType dtype) {
   switch (dtype) {
-    case DType::kF32: return "fp32";
-    case DType::kBF16: return "bf16";
-    case DType::kF16: return "fp16";
+    case DType::kF32:
+      return "fp32";
+    case DType::kBF16:
+      return "bf16";
+    case DType::kF16:
+      return "fp16";
   }
   return "?";
 }
@@ -27,12 +32,14 @@ DType parse_dtype(std::string_view name) {
   RINGPACK_FAIL("unknown dtype '", name, "': use fp32, bf16 or fp16");
 }
 
-float bf16_to_float(uint16_t bits) { return std::bit_cast<float>(uint32_t(bits) << 16); }
+float bf16_to_float(uint16_t bits) {
+  return std::bit_cast<float>(uint32_t(bits) << 16);
+}
 
 uint16_t float_to_bf16(float value) {
   const uint32_t u = std::bit_cast<uint32_t>(value);
   if (std::isnan(value)) return uint16_t((u >> 16) | 0x40);  // keep it a quiet NaN
-  const uint32_t rounding_bias = 0x7FFF + ((u >> 16) & 1);  // round to nearest even
+  const uint32_t rounding_bias = 0x7FFF + ((u >> 16) & 1);   // round to nearest even
   return uint16_t((u + rounding_bias) >> 16);
 }
 
@@ -54,7 +61,7 @@ uint16_t float_to_fp16(float value) {
   const float magnitude = std::fabs(value);
   if (std::isnan(value)) return uint16_t(sign | 0x7E00);
   if (magnitude >= 65520.0f) return uint16_t(sign | 0x7C00);  // rounds to infinity
-  if (magnitude < 6.103515625e-05f) {                          // subnormal: multiples of 2^-24
+  if (magnitude < 6.103515625e-05f) {                         // subnormal: multiples of 2^-24
     return uint16_t(sign | uint16_t(std::nearbyint(std::ldexp(magnitude, 24))));
   }
   const uint32_t m = std::bit_cast<uint32_t>(magnitude);
@@ -65,26 +72,38 @@ uint16_t float_to_fp16(float value) {
 
 float load_element(const void* data, DType dtype, size_t i) {
   switch (dtype) {
-    case DType::kF32: return static_cast<const float*>(data)[i];
-    case DType::kBF16: return bf16_to_float(static_cast<const uint16_t*>(data)[i]);
-    case DType::kF16: return fp16_to_float(static_cast<const uint16_t*>(data)[i]);
+    case DType::kF32:
+      return static_cast<const float*>(data)[i];
+    case DType::kBF16:
+      return bf16_to_float(static_cast<const uint16_t*>(data)[i]);
+    case DType::kF16:
+      return fp16_to_float(static_cast<const uint16_t*>(data)[i]);
   }
   return 0.0f;
 }
 
 void store_element(void* data, DType dtype, size_t i, float value) {
   switch (dtype) {
-    case DType::kF32: static_cast<float*>(data)[i] = value; return;
-    case DType::kBF16: static_cast<uint16_t*>(data)[i] = float_to_bf16(value); return;
-    case DType::kF16: static_cast<uint16_t*>(data)[i] = float_to_fp16(value); return;
+    case DType::kF32:
+      static_cast<float*>(data)[i] = value;
+      return;
+    case DType::kBF16:
+      static_cast<uint16_t*>(data)[i] = float_to_bf16(value);
+      return;
+    case DType::kF16:
+      static_cast<uint16_t*>(data)[i] = float_to_fp16(value);
+      return;
   }
 }
 
 float round_to(DType dtype, float value) {
   switch (dtype) {
-    case DType::kF32: return value;
-    case DType::kBF16: return bf16_to_float(float_to_bf16(value));
-    case DType::kF16: return fp16_to_float(float_to_fp16(value));
+    case DType::kF32:
+      return value;
+    case DType::kBF16:
+      return bf16_to_float(float_to_bf16(value));
+    case DType::kF16:
+      return fp16_to_float(float_to_fp16(value));
   }
   return value;
 }

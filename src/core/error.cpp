@@ -6,8 +6,12 @@ namespace {
 thread_local int g_current_rank = -1;
 }
 
-int current_rank() { return g_current_rank; }
-void set_current_rank(int rank) { g_current_rank = rank; }
+int current_rank() {
+  return g_current_rank;
+}
+void set_current_rank(int rank) {
+  g_current_rank = rank;
+}
 
 std::string error_location(const char* expr, const char* file, int line) {
   std::string where = concat(file, ":", line);

@@ -11,9 +11,9 @@ void validate_batch(const PackedBatch& batch) {
   RINGPACK_CHECK(batch.batch >= 1, "batch must be at least 1 row (got ", batch.batch, ")");
   RINGPACK_CHECK(batch.seq_len >= 1, "seq_len must be at least 1 token (got ", batch.seq_len, ")");
   const size_t tokens = size_t(batch.batch) * size_t(batch.seq_len);
-  RINGPACK_CHECK(batch.segment_ids.size() == tokens, "segment_ids hold ",
-                 batch.segment_ids.size(), " values but batch x seq_len = ", batch.batch, " x ",
-                 batch.seq_len, " = ", tokens, "; give one id per token");
+  RINGPACK_CHECK(batch.segment_ids.size() == tokens, "segment_ids hold ", batch.segment_ids.size(),
+                 " values but batch x seq_len = ", batch.batch, " x ", batch.seq_len, " = ", tokens,
+                 "; give one id per token");
   RINGPACK_CHECK(batch.positions.size() == tokens, "positions hold ", batch.positions.size(),
                  " values but batch x seq_len = ", tokens, "; give one position per token");
 
@@ -39,8 +39,8 @@ void validate_batch(const PackedBatch& batch) {
         current = id;
         continue;
       }
-      RINGPACK_CHECK(current == id, "segment id ", id, " appears again at row ", row, ", token ",
-                     t, " after segment ", current,
+      RINGPACK_CHECK(current == id, "segment id ", id, " appears again at row ", row, ", token ", t,
+                     " after segment ", current,
                      " started; each document must be one contiguous run (give it a new id)");
       RINGPACK_CHECK(pos > it->second.position, "positions of segment ", id, " in row ", row,
                      " do not increase: token ", it->second.token, " has ", it->second.position,
@@ -54,8 +54,8 @@ void validate_batch(const PackedBatch& batch) {
 std::vector<int32_t> derive_positions(const std::vector<int32_t>& segment_ids, int batch,
                                       int seq_len) {
   RINGPACK_CHECK(segment_ids.size() == size_t(batch) * size_t(seq_len), "segment_ids hold ",
-                 segment_ids.size(), " values, expected batch x seq_len = ",
-                 size_t(batch) * size_t(seq_len));
+                 segment_ids.size(),
+                 " values, expected batch x seq_len = ", size_t(batch) * size_t(seq_len));
   std::vector<int32_t> positions(segment_ids.size(), 0);
   for (int row = 0; row < batch; ++row) {
     std::unordered_map<int32_t, int32_t> next;  // next position per segment id

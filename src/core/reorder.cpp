@@ -10,10 +10,14 @@ namespace ringpack {
 
 const char* reorder_kind_name(ReorderKind kind) {
   switch (kind) {
-    case ReorderKind::kContiguous: return "contiguous";
-    case ReorderKind::kDualChunkSwap: return "dual_chunk_swap";
-    case ReorderKind::kStriped: return "striped";
-    case ReorderKind::kAuto: return "auto";
+    case ReorderKind::kContiguous:
+      return "contiguous";
+    case ReorderKind::kDualChunkSwap:
+      return "dual_chunk_swap";
+    case ReorderKind::kStriped:
+      return "striped";
+    case ReorderKind::kAuto:
+      return "auto";
   }
   return "?";
 }
@@ -43,8 +47,8 @@ ReorderSpec parse_reorder_label(std::string_view label) {
   const std::string_view digits = label.substr(colon + 1);
   const auto [end, status] =
       std::from_chars(digits.data(), digits.data() + digits.size(), spec.stripe_size);
-  RINGPACK_CHECK(status == std::errc() && end == digits.data() + digits.size(), "reorder '",
-                 label, "': the stripe size after ':' must be a whole number");
+  RINGPACK_CHECK(status == std::errc() && end == digits.data() + digits.size(), "reorder '", label,
+                 "': the stripe size after ':' must be a whole number");
   return spec;
 }
 
@@ -53,20 +57,21 @@ void validate_reorder(int seq_len, int cp, const ReorderSpec& spec) {
   RINGPACK_CHECK(seq_len >= 1, "seq_len must be at least 1 (got ", seq_len, ")");
   RINGPACK_CHECK(spec.kind != ReorderKind::kAuto, "reorder auto must be resolved before use");
   RINGPACK_CHECK(seq_len % cp == 0, "seq_len ", seq_len, " is not divisible by cp ", cp,
-                 "; use a seq_len that is a multiple of ", cp, " (e.g. ",
-                 (seq_len / cp + 1) * cp, ")");
+                 "; use a seq_len that is a multiple of ", cp, " (e.g. ", (seq_len / cp + 1) * cp,
+                 ")");
   if (spec.kind == ReorderKind::kDualChunkSwap) {
-    RINGPACK_CHECK(seq_len % (2 * cp) == 0, "dual_chunk_swap needs seq_len divisible by 2*cp = ",
-                   2 * cp, " but seq_len is ", seq_len,
-                   "; use --reorder striped or contiguous, or a seq_len multiple of ", 2 * cp);
+    RINGPACK_CHECK(seq_len % (2 * cp) == 0,
+                   "dual_chunk_swap needs seq_len divisible by 2*cp = ", 2 * cp, " but seq_len is ",
+                   seq_len, "; use --reorder striped or contiguous, or a seq_len multiple of ",
+                   2 * cp);
   }
   if (spec.kind == ReorderKind::kStriped) {
     RINGPACK_CHECK(spec.stripe_size >= 1, "stripe size ", spec.stripe_size,
                    " is not positive; use --stripe-size 1 or more");
-    RINGPACK_CHECK(seq_len % (cp * spec.stripe_size) == 0, "striped with stripe size ",
-                   spec.stripe_size, " needs seq_len divisible by cp*stripe_size = ",
-                   cp * spec.stripe_size, " but seq_len is ", seq_len,
-                   "; pick a stripe size that divides seq_len/cp = ", seq_len / cp);
+    RINGPACK_CHECK(
+        seq_len % (cp * spec.stripe_size) == 0, "striped with stripe size ", spec.stripe_size,
+        " needs seq_len divisible by cp*stripe_size = ", cp * spec.stripe_size, " but seq_len is ",
+        seq_len, "; pick a stripe size that divides seq_len/cp = ", seq_len / cp);
   }
 }
 
@@ -78,7 +83,9 @@ std::vector<int32_t> reorder_index(int seq_len, int cp, const ReorderSpec& spec)
     for (int j = 0; j < n; ++j) {
       int32_t original = 0;
       switch (spec.kind) {
-        case ReorderKind::kContiguous: original = r * n + j; break;
+        case ReorderKind::kContiguous:
+          original = r * n + j;
+          break;
         case ReorderKind::kDualChunkSwap: {
           // Chunks of L = S/(2cp): rank r holds chunk r, then chunk 2cp-1-r.
           const int chunk = n / 2;
@@ -91,7 +98,8 @@ std::vector<int32_t> reorder_index(int seq_len, int cp, const ReorderSpec& spec)
           original = (j / ss) * cp * ss + r * ss + j % ss;
           break;
         }
-        case ReorderKind::kAuto: break;
+        case ReorderKind::kAuto:
+          break;
       }
       index[size_t(r) * n + j] = original;
     }

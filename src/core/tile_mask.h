@@ -24,8 +24,8 @@ struct TileRange {
 enum class TileClass : int32_t { kSkip = 0, kPartial = 1, kFull = 2 };
 
 // Range of tokens [begin, end) of one row; padding tokens count with seg 0.
-RINGPACK_HOST_DEVICE TileRange make_tile_range(const int32_t* segment_ids,
-                                               const int32_t* positions, int begin, int end) {
+RINGPACK_HOST_DEVICE TileRange make_tile_range(const int32_t* segment_ids, const int32_t* positions,
+                                               int begin, int end) {
   TileRange r{INT32_MAX, INT32_MIN, INT32_MAX, INT32_MIN};
   for (int t = begin; t < end; ++t) {
     const int32_t s = segment_ids[t];
@@ -39,8 +39,8 @@ RINGPACK_HOST_DEVICE TileRange make_tile_range(const int32_t* segment_ids,
   return r;
 }
 
-RINGPACK_HOST_DEVICE TileClass classify_tile(const TileRange& q, const TileRange& k,
-                                             bool causal, int64_t window) {
+RINGPACK_HOST_DEVICE TileClass classify_tile(const TileRange& q, const TileRange& k, bool causal,
+                                             int64_t window) {
   // Segments: no common nonzero id is possible when the ranges are disjoint or all padding.
   if (q.seg_max == 0 || k.seg_max == 0) return TileClass::kSkip;
   if (q.seg_max < k.seg_min || k.seg_max < q.seg_min) return TileClass::kSkip;
@@ -51,8 +51,8 @@ RINGPACK_HOST_DEVICE TileClass classify_tile(const TileRange& q, const TileRange
     if (!causal && int64_t(k.pos_min) - int64_t(q.pos_max) > window) return TileClass::kSkip;
   }
   // Full: one real segment on both sides and every position pair allowed.
-  const bool one_segment = q.seg_min == q.seg_max && k.seg_min == k.seg_max &&
-                           q.seg_min == k.seg_min && q.seg_min != 0;
+  const bool one_segment =
+      q.seg_min == q.seg_max && k.seg_min == k.seg_max && q.seg_min == k.seg_min && q.seg_min != 0;
   if (!one_segment) return TileClass::kPartial;
   if (causal && k.pos_max > q.pos_min) return TileClass::kPartial;
   if (window >= 0) {
