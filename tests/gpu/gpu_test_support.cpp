@@ -1,0 +1,113 @@
+// Implementation of the GPU test helpers (see gpu_test_support.h).
+#include "gpu/gpu_test_support.h"
+
+#include <cuda_runtime.h>
+
+#include <functional>
+#include <random>
+#include <string>
+#include <utility>
+
+#include "cuda/cuda_check.h"
+
+namespace ringpack::testing {
+
+constexpr int kPoisonByte = 0xFF;
+
+bool cuda_device_available() {
+  static const bool available = [] {
+    int count = 0;
+    if (cudaGetDeviceCount(&count) != cudaSuccess) {
+      cudaGetLastError();  // clear the sticky "no device" status
+      return false;
+    }
+    return count > 0;
+  }();
+  return available;
+}
+
+uint64_t seed_from_test_name() {
+  const ::testing::TestInfo* info = ::testing::UnitTest::GetInstance()->current_test_info();
+  const std::string name = info == nullptr
+                               ? std::string("no_test")
+                               : std::string(info->test_suite_name()) + "." + info->name();
+  return std::hash<std::string>{}(name);
+}
+
+std::vector<float> random_values(size_t count, uint64_t seed, float lo, float hi) {
+  std::mt19937_64 engine(seed);
+  std::uniform_real_distribution<float> uniform(lo, hi);
+  std::vector<float> values(count);
+  for (float& v : values) v = uniform(engine);
+  return values;
+}
+
+HostTensor make_host_tensor(const std::vector<float>& values, DType dtype) {
+  HostTensor tensor;
+  tensor.dtype = dtype;
+  tensor.bytes.resize(values.size() * dtype_size(dtype));
+  tensor.values.resize(values.size());
+  for (size_t i = 0; i < values.size(); ++i) {
+    store_element(tensor.bytes.data(), dtype, i, values[i]);
+    tensor.values[i] = load_element(tensor.bytes.data(), dtype, i);
+  }
+  return tensor;
+}
+
+HostTensor random_tensor(size_t count, DType dtype, uint64_t seed) {
+  return make_host_tensor(random_values(count, seed), dtype);
+}
+
+std::vector<float> widen(const void* bytes, DType dtype, size_t count) {
+  std::vector<float> values(count);
+  for (size_t i = 0; i < count; ++i) values[i] = load_element(bytes, dtype, i);
+  return values;
+}
+
+DeviceBuffer::DeviceBuffer(size_t bytes) : bytes_(bytes) {
+  if (bytes > 0) RINGPACK_CUDA_CHECK(cudaMalloc(&data_, bytes));
+}
+
+DeviceBuffer::~DeviceBuffer() {
+  if (data_ != nullptr) cudaFree(data_);
+}
+
+DeviceBuffer::DeviceBuffer(DeviceBuffer&& other) noexcept
+    : data_(std::exchange(other.data_, nullptr)), bytes_(std::exchange(other.bytes_, 0)) {}
+
+DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& other) noexcept {
+  if (this != &other) {
+    if (data_ != nullptr) cudaFree(data_);
+    data_ = std::exchange(other.data_, nullptr);
+    bytes_ = std::exchange(other.bytes_, 0);
+  }
+  return *this;
+}
+
+void DeviceBuffer::upload(const void* host, size_t bytes) {
+  RINGPACK_CHECK(bytes <= bytes_, "upload of ", bytes, " bytes into a buffer of ", bytes_);
+  if (bytes > 0) RINGPACK_CUDA_CHECK(cudaMemcpy(data_, host, bytes, cudaMemcpyHostToDevice));
+}
+
+void DeviceBuffer::download(void* host, size_t bytes) const {
+  RINGPACK_CHECK(bytes <= bytes_, "download of ", bytes, " bytes from a buffer of ", bytes_);
+  if (bytes > 0) RINGPACK_CUDA_CHECK(cudaMemcpy(host, data_, bytes, cudaMemcpyDeviceToHost));
+}
+
+void DeviceBuffer::poison() {
+  if (bytes_ > 0) RINGPACK_CUDA_CHECK(cudaMemset(data_, kPoisonByte, bytes_));
+}
+
+DeviceBuffer poisoned_buffer(size_t count, DType dtype) {
+  DeviceBuffer buffer(count * dtype_size(dtype));
+  buffer.poison();
+  return buffer;
+}
+
+std::vector<float> download_as_float(const DeviceBuffer& buffer, DType dtype, size_t count) {
+  std::vector<uint8_t> bytes(count * dtype_size(dtype));
+  buffer.download(bytes.data(), bytes.size());
+  return widen(bytes.data(), dtype, count);
+}
+
+}  // namespace ringpack::testing
