@@ -17,12 +17,23 @@
 
 namespace ringpack {
 
+// max_doc_length of BatchOptions::packer that means "a quarter of the row" (DESIGN.md §8 caps
+// sampled lengths at S/4); build_batch resolves it. 0 means no cap.
+constexpr int kQuarterRowDocCap = -1;
+
+inline PackerOptions quarter_row_packer() {
+  PackerOptions packer;
+  packer.max_doc_length = kQuarterRowDocCap;
+  return packer;
+}
+
 // Everything that describes a batch and its CP configuration; shared by run, plan and layout.
+// The packer's seed is `seed` (build_batch overrides packer.seed); inputs derive from it too.
 struct BatchOptions {
   int batch = 1;
   int seq_len = 4096;
   int cp = 4;
-  PackerOptions packer;
+  PackerOptions packer = quarter_row_packer();
   std::string layout_file;            // replaces the packer; batch/seq_len come from it
   std::optional<PackedBatch> layout;  // a layout given directly (CLI --segment-ids, tests)
   ReorderSpec reorder{ReorderKind::kAuto, 1};
@@ -39,7 +50,9 @@ struct RunOptions {
   BatchOptions batch;
   BackendKind backend = BackendKind::kCpu;
   BackendOptions backend_options;
-  bool verify = true;
+  // Compare with the single-device fp64 reference. Unset = on when the reference is cheap
+  // enough for the machine (the default size is), off otherwise (the report says so).
+  std::optional<bool> verify;
   bool backward = true;
 };
 
@@ -83,6 +96,7 @@ struct RunReport {
   double imbalance = 1.0;  // max / mean visible pairs
   std::vector<PhaseTime> phases;
   bool verified = false;
+  std::string verify_note;  // why verification was skipped, when it was
   std::vector<TensorError> errors;
   bool passed = false;  // all verified tensors within tolerance (true when !verified)
 };

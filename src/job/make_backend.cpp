@@ -13,9 +13,12 @@ namespace ringpack {
 
 const char* backend_kind_name(BackendKind kind) {
   switch (kind) {
-    case BackendKind::kReference: return "reference";
-    case BackendKind::kCpu: return "cpu";
-    case BackendKind::kCuda: return "cuda";
+    case BackendKind::kReference:
+      return "reference";
+    case BackendKind::kCpu:
+      return "cpu";
+    case BackendKind::kCuda:
+      return "cuda";
   }
   return "?";
 }
@@ -33,14 +36,17 @@ float resolve_scale(float scale, int head_dim) {
 
 std::unique_ptr<AttentionBackend> make_backend(BackendKind kind, const BackendOptions& options) {
   switch (kind) {
-    case BackendKind::kReference: return make_reference_backend(options);
-    case BackendKind::kCpu: return make_blocked_backend(options);
+    case BackendKind::kReference:
+      return make_reference_backend(options);
+    case BackendKind::kCpu:
+      return make_blocked_backend(options);
     case BackendKind::kCuda:
 #ifdef RINGPACK_WITH_CUDA
       return make_cuda_backend(options);
 #else
-      RINGPACK_FAIL("backend 'cuda' is not available: this ringpack was built without CUDA "
-                    "(configure with -DRINGPACK_CUDA=ON on a machine with nvcc)");
+      RINGPACK_FAIL(
+          "backend 'cuda' is not available: this ringpack was built without CUDA "
+          "(configure with -DRINGPACK_CUDA=ON on a machine with nvcc)");
 #endif
   }
   RINGPACK_FAIL("unknown backend kind");

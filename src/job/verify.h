@@ -1,0 +1,28 @@
+// Verification of a run against the single-device fp64 reference (DESIGN.md §7).
+#pragma once
+
+#include <vector>
+
+#include "job/host_tensors.h"
+#include "ringpack/job.h"
+
+namespace ringpack {
+
+// The whole-row tensors of a run, in original token order.
+struct RowTensors {
+  HostTensor q, k, v, dout;    // inputs, dtype: [batch, seq_len, heads, head_dim]
+  HostTensor out, dq, dk, dv;  // results, dtype
+  HostTensor lse;              // fp32 [batch, num_heads_q, seq_len]
+};
+
+// Visible pairs x heads x head_dim above which `verify` left unset means off: the fp64
+// reference (and the dtype baseline) would take too long on a small machine.
+constexpr double kAutoVerifyWorkLimit = 2.0e9;
+
+// Compares every result tensor (out, lse and, with `backward`, dq, dk, dv) with the reference
+// and, for bf16/fp16, the reference's own error in the dtype.
+std::vector<TensorError> verify_run(const PackedBatch& batch, const BatchOptions& options,
+                                    const RowTensors& tensors, bool backward,
+                                    const ProgressFn& progress);
+
+}  // namespace ringpack
