@@ -3,6 +3,7 @@
 // match the single-device fp64 reference (compare_tensor's tolerances).
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <sstream>
 
 #include "ringpack/error.h"
