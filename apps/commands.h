@@ -1,9 +1,17 @@
 // The `ringpack` subcommands. Each add_*_command registers its options and callback.
+//
+// Exit status: 0 success (run: PASS), 1 run verified and FAILED, 2 bad input or any error.
+// A callback signals status 1 by throwing CLI::RuntimeError(kExitFail); errors are thrown as
+// ringpack::Error and printed by main as one line "ringpack: error: <message>".
 #pragma once
 
 #include <CLI/CLI.hpp>
 
 namespace ringpack::cli {
+
+inline constexpr int kExitSuccess = 0;
+inline constexpr int kExitFail = 1;
+inline constexpr int kExitBadInput = 2;
 
 void add_run_command(CLI::App& app);
 void add_plan_command(CLI::App& app);

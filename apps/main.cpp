@@ -1,7 +1,58 @@
-// STUB main (owner: cli)
+// The `ringpack` command line: parse, dispatch to a subcommand, and turn every error into one
+// line "ringpack: error: <message>" on stderr with exit status 2 (commands.h lists the statuses).
+#include <exception>
+#include <iostream>
+#include <string>
+
 #include "commands.h"
+#include "ringpack/error.h"
+
+namespace {
+
+// Messages are printed on one line.
+std::string one_line(std::string message) {
+  for (char& c : message) {
+    if (c == '\n') c = ' ';
+  }
+  return message;
+}
+
+int report_error(const std::string& message) {
+  std::cerr << "ringpack: error: " << one_line(message) << std::endl;
+  return ringpack::cli::kExitBadInput;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
-  CLI::App app{"ringpack"};
-  CLI11_PARSE(app, argc, argv);
-  return 0;
+  CLI::App app{"ringpack: context-parallel attention over packed sequences", "ringpack"};
+  app.option_defaults()->always_capture_default();
+  app.require_subcommand(0, 1);
+  app.fallthrough();  // --verbose may follow the subcommand
+  bool verbose = false;
+  app.add_flag("--verbose", verbose, "on errors, also print where they were raised");
+
+  ringpack::cli::add_run_command(app);
+  ringpack::cli::add_plan_command(app);
+  ringpack::cli::add_layout_command(app);
+  ringpack::cli::add_bench_command(app);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    // Help, version and the status of a finished run exit quietly with their own status.
+    const bool quiet_exit =
+        e.get_exit_code() == ringpack::cli::kExitSuccess || e.get_name() == "RuntimeError";
+    if (quiet_exit) return app.exit(e);
+    return report_error(e.what());
+  } catch (const ringpack::Error& e) {
+    const int status = report_error(e.what());
+    if (verbose && !e.where().empty()) std::cerr << "ringpack: where: " << e.where() << std::endl;
+    return status;
+  } catch (const std::exception& e) {
+    return report_error(e.what());
+  }
+
+  if (app.get_subcommands().empty()) std::cout << app.help();
+  return ringpack::cli::kExitSuccess;
 }

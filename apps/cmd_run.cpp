@@ -1,0 +1,90 @@
+// `ringpack run`: build a batch, reorder, shard, run CP forward and backward, verify against the
+// fp64 reference (ringpack::run_job), then print the report. Progress goes to stderr.
+#include <iostream>
+#include <memory>
+#include <optional>
+
+#include "batch_options.h"
+#include "commands.h"
+#include "json_report.h"
+#include "output_file.h"
+#include "text_report.h"
+
+namespace ringpack::cli {
+namespace {
+
+struct RunCommand {
+  BatchFlags batch;
+  ConfigKeys keys;
+  std::string backend = backend_kind_name(RunOptions{}.backend);
+  int threads = BackendOptions{}.num_threads;
+  bool deterministic = BackendOptions{}.deterministic;
+  std::optional<bool> verify = RunOptions{}.verify;  // unset: the job decides
+  bool verify_flag = true;                           // --verify / --no-verify
+  const CLI::Option* verify_option = nullptr;
+  bool backward = RunOptions{}.backward;
+  bool quiet = false;
+};
+
+void run(RunCommand& command) {
+  RunOptions options;
+  options.batch = command.batch.resolve(command.keys);
+  options.backend = parse_backend_kind(command.backend);
+  options.backend_options.num_threads = command.threads;
+  options.backend_options.deterministic = command.deterministic;
+  options.verify = command.verify_option->count() > 0 ? command.verify_flag : command.verify;
+  options.backward = command.backward;
+
+  ProgressFn progress;
+  if (!command.quiet) {
+    progress = [](const std::string& line) { std::cerr << "[ringpack] " << line << std::endl; };
+  }
+  const RunReport report = run_job(options, progress);
+
+  const OutputOptions& output = command.batch.output();
+  write_output(output.json ? json_text(run_report_json(report)) : format_run_report(report),
+               output.output_file);
+  if (!report.passed) throw CLI::RuntimeError(kExitFail);
+}
+
+}  // namespace
+
+void add_run_command(CLI::App& app) {
+  CLI::App* command = app.add_subcommand(
+      "run", "run CP attention forward and backward on a packed batch and verify it");
+  auto state = std::make_shared<RunCommand>();
+  state->batch.add_to(*command, state->keys);
+
+  // Config keys of run only; keep in step with kRunOnlyConfigKeys (batch_options.h).
+  const std::string group = "Run";
+  CLI::Option* backend =
+      command->add_option("--backend", state->backend, "reference|cpu|cuda")->group(group);
+  state->keys.add("backend", backend, store_into(state->backend, "backend"));
+  CLI::Option* threads =
+      command->add_option("--threads", state->threads, "CPU worker threads (0 = all cores)")
+          ->group(group);
+  state->keys.add("threads", threads, store_into(state->threads, "threads"));
+  state->verify_option =
+      command
+          ->add_flag("--verify,!--no-verify", state->verify_flag,
+                     "compare with the fp64 reference (default: when the reference is cheap)")
+          ->group(group);
+  state->keys.add("verify", state->verify_option,
+                  [state = state.get()](const YAML::Node& node, const std::filesystem::path&) {
+                    state->verify = yaml_value<bool>(node, "verify");
+                  });
+  CLI::Option* backward =
+      command->add_flag("--backward,!--no-backward", state->backward, "run the backward pass")
+          ->group(group);
+  state->keys.add("backward", backward, store_into(state->backward, "backward"));
+  CLI::Option* deterministic =
+      command->add_flag("--deterministic", state->deterministic, "bit-reproducible accumulation")
+          ->group(group);
+  state->keys.add("deterministic", deterministic,
+                  store_into(state->deterministic, "deterministic"));
+  command->add_flag("--quiet", state->quiet, "no progress lines on stderr")->group(group);
+
+  command->callback([state] { run(*state); });
+}
+
+}  // namespace ringpack::cli
