@@ -1,0 +1,6 @@
+// Explicit instantiation of the CUDA backward for fp16, head_dim 64.
+#include "cuda/backward_launch_template.h"
+
+namespace ringpack::cuda {
+template void run_backward_instance<__half, 64>(BackwardParams, bool, cudaStream_t);
+}  // namespace ringpack::cuda
