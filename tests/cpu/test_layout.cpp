@@ -57,7 +57,7 @@ TEST(Layout, RejectsMismatchedSizes) {
 TEST(Layout, DerivesPositionsPerSegment) {
   const std::vector<int32_t> ids{1, 1, 0, 2, 2, 2, 0, 0, 1, 0};
   const auto pos = derive_positions(ids, 2, 5);
-  EXPECT_EQ(pos, (std::vector<int32_t>{0, 1, 0, 0, 1, 2, 0, 0, 0, 0}));
+  EXPECT_EQ(pos, (std::vector<int32_t>{0, 1, 0, 0, 1, 0, 0, 0, 0, 0}));  // row 1 restarts
 }
 
 TEST(Layout, CountsDocuments) {
