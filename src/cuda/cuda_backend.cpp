@@ -1,6 +1,133 @@
-// STUB: replaced by the CUDA backend.
+// The CUDA AttentionBackend (attention.h): one device, one stream per instance. Every call binds
+// the backend's device first (CP ranks may drive several GPUs from several threads) and enqueues
+// on the stream; only copy_to_host and synchronize wait.
 #include "cuda/cuda_backend.h"
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <limits>
+#include <string>
+
+#include "cuda/backward_api.h"
+#include "cuda/cuda_check.h"
+#include "cuda/elementwise.h"
+#include "cuda/forward_api.h"
 #include "ringpack/error.h"
+
 namespace ringpack {
-std::unique_ptr<AttentionBackend> make_cuda_backend(const BackendOptions&) { RINGPACK_FAIL("not implemented"); }
+namespace {
+
+class CudaBackend final : public AttentionBackend {
+ public:
+  explicit CudaBackend(const BackendOptions& options)
+      : device_(options.device), deterministic_(options.deterministic) {
+    int count = 0;
+    RINGPACK_CUDA_CHECK(cudaGetDeviceCount(&count));
+    RINGPACK_CHECK(device_ >= 0 && device_ < count, "CUDA device ", device_, " does not exist (",
+                   count, " visible); use a device ordinal below ", count);
+    RINGPACK_CUDA_CHECK(cudaSetDevice(device_));
+    RINGPACK_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    // Keep freed scratch of the kernels' stream-ordered allocations in the pool between steps.
+    cudaMemPool_t pool = nullptr;
+    RINGPACK_CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool, device_));
+    uint64_t keep = std::numeric_limits<uint64_t>::max();
+    RINGPACK_CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep));
+  }
+
+  ~CudaBackend() override {
+    cudaSetDevice(device_);
+    cudaStreamSynchronize(stream_);
+    cudaStreamDestroy(stream_);
+  }
+
+  std::string name() const override { return "cuda"; }
+  MemorySpace memory_space() const override { return MemorySpace::kDevice; }
+
+  void check_supported(DType dtype, int head_dim) const override {
+    cuda::check_forward_supported(dtype, head_dim);
+  }
+
+  void forward(const AttentionStep& step, const ForwardAccumulators& acc) override {
+    bind();
+    cuda::run_forward(step, acc, stream_);
+  }
+
+  void backward(const AttentionStep& step, const BackwardInputs& in,
+                const BackwardAccumulators& acc) override {
+    bind();
+    cuda::run_backward(step, in, acc, deterministic_, stream_);
+  }
+
+  void* allocate(size_t bytes) override {
+    bind();
+    void* ptr = nullptr;
+    if (bytes > 0) RINGPACK_CUDA_CHECK(cudaMalloc(&ptr, bytes));
+    return ptr;
+  }
+
+  void deallocate(void* ptr) override {
+    if (ptr == nullptr) return;
+    bind();
+    // Work still queued on the stream may read ptr.
+    RINGPACK_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    RINGPACK_CUDA_CHECK(cudaFree(ptr));
+  }
+
+  void copy_from_host(void* dst, const void* src, size_t bytes) override {
+    if (bytes == 0) return;
+    bind();
+    RINGPACK_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_));
+    // The host buffer may be reused as soon as this returns.
+    RINGPACK_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  }
+
+  void copy_to_host(void* dst, const void* src, size_t bytes) override {
+    if (bytes == 0) return;
+    bind();
+    RINGPACK_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream_));
+    RINGPACK_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  }
+
+  void copy(void* dst, const void* src, size_t bytes) override {
+    if (bytes == 0) return;
+    bind();
+    RINGPACK_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream_));
+  }
+
+  void fill(float* data, size_t count, float value) override {
+    bind();
+    cuda::fill(data, count, value, stream_);
+  }
+
+  void cast_from_f32(void* dst, DType dtype, const float* src, size_t count) override {
+    bind();
+    cuda::cast_from_f32(dst, dtype, src, count, stream_);
+  }
+
+  void compute_delta(const void* dout, const void* out, DType dtype, const AttentionDims& dims,
+                     float* delta) override {
+    bind();
+    cuda::run_delta(dout, out, dtype, dims, delta, stream_);
+  }
+
+  void synchronize() override {
+    bind();
+    RINGPACK_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  }
+
+ private:
+  void bind() const { RINGPACK_CUDA_CHECK(cudaSetDevice(device_)); }
+
+  int device_;
+  bool deterministic_;
+  cudaStream_t stream_ = nullptr;
+};
+
+}  // namespace
+
+std::unique_ptr<AttentionBackend> make_cuda_backend(const BackendOptions& options) {
+  return std::make_unique<CudaBackend>(options);
 }
+
+}  // namespace ringpack

@@ -1,0 +1,32 @@
+// The compiled forward kernel instances: one launch function per (traits, epilogue), defined in
+// forward_kernel.h and explicitly instantiated in src/cuda/instances/forward_hd*_*.cu so the
+// builds run in parallel. The launcher (forward_launch.cu) picks one at run time.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include "cuda/forward_params.h"
+#include "cuda/kernel_traits.h"
+
+namespace ringpack::cuda {
+
+// kMerge = false: the direct epilogue (out, lse); true: merge into out_acc / lse_acc.
+template <class Traits, bool kMerge>
+void launch_forward(const ForwardParams& params, cudaStream_t stream);
+
+#define RINGPACK_FORWARD_INSTANCE(kind, head_dim, element)                       \
+  kind template void launch_forward<ForwardTraitsFor<head_dim, element>, false>( \
+      const ForwardParams&, cudaStream_t);                                       \
+  kind template void launch_forward<ForwardTraitsFor<head_dim, element>, true>(  \
+      const ForwardParams&, cudaStream_t)
+
+RINGPACK_FORWARD_INSTANCE(extern, 64, __nv_bfloat16);
+RINGPACK_FORWARD_INSTANCE(extern, 64, __half);
+RINGPACK_FORWARD_INSTANCE(extern, 128, __nv_bfloat16);
+RINGPACK_FORWARD_INSTANCE(extern, 128, __half);
+RINGPACK_FORWARD_INSTANCE(extern, 256, __nv_bfloat16);
+RINGPACK_FORWARD_INSTANCE(extern, 256, __half);
+
+}  // namespace ringpack::cuda
