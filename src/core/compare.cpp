@@ -1,0 +1,156 @@
+// Error figures and tolerances of a tensor against the fp64 reference (compare.h).
+#include "core/compare.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <sstream>
+
+#include "ringpack/error.h"
+
+namespace ringpack {
+namespace {
+
+// One row per dtype. A result passes when it has no masked mismatch and
+//   rel_err     <= baseline_factor * baseline rel_err     + rel_floor   (baseline term if given)
+//   max_abs_err <= baseline_factor * baseline max_abs_err + abs_floor   (when needs_baseline)
+// fp32 is held to a fixed relative error (1e-5: fp32 accumulation over long rows stays well
+// below it); bf16/fp16 to twice the error of the reference's own computation in the dtype, with
+// a floor at fp32 noise so that a baseline that happens to be exact does not demand exactness.
+struct ToleranceRule {
+  DType dtype;
+  double rel_floor;
+  double baseline_factor;
+  double abs_floor;
+  bool needs_baseline;  // and checks max_abs_err against it
+};
+
+constexpr ToleranceRule kToleranceTable[] = {
+    // dtype        rel_floor  factor  abs_floor  needs_baseline
+    {DType::kF32, 1e-5, 2.0, 0.0, false},
+    {DType::kBF16, 1e-5, 2.0, 1e-5, true},
+    {DType::kF16, 1e-5, 2.0, 1e-5, true},
+};
+
+const ToleranceRule& tolerance_rule(DType dtype) {
+  for (const ToleranceRule& rule : kToleranceTable) {
+    if (rule.dtype == dtype) return rule;
+  }
+  RINGPACK_FAIL("no tolerance for dtype ", dtype_name(dtype));
+}
+
+struct ErrorFigures {
+  double rel_err = 0.0;
+  double max_abs_err = 0.0;
+  int64_t mismatches = 0;
+  size_t worst_index = 0;  // the first mismatch if any, else where max_abs_err occurs
+  bool has_worst = false;
+};
+
+ErrorFigures error_figures(const std::vector<double>& got, const std::vector<double>& ref) {
+  ErrorFigures f;
+  double diff_sq = 0.0, ref_sq = 0.0, got_sq = 0.0;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    const double g = got[i], r = ref[i];
+    if (!std::isfinite(g) || !std::isfinite(r)) {
+      if (g == r) continue;  // the same infinity on both sides (NaN never equals)
+      if (f.mismatches == 0) f.worst_index = i;
+      ++f.mismatches;
+      f.has_worst = true;
+      continue;
+    }
+    const double diff = std::fabs(g - r);
+    diff_sq += diff * diff;
+    ref_sq += r * r;
+    got_sq += g * g;
+    if (f.mismatches == 0 && (!f.has_worst || diff > f.max_abs_err)) {
+      f.worst_index = i;
+      f.has_worst = true;
+    }
+    f.max_abs_err = std::max(f.max_abs_err, diff);
+  }
+  // With ||ref|| == 0 the relative error is meaningless; ||got|| is the error then.
+  f.rel_err = ref_sq > 0.0 ? std::sqrt(diff_sq) / std::sqrt(ref_sq) : std::sqrt(got_sq);
+  return f;
+}
+
+// "row 0, token 5, head 1, dim 3: expected 0.25, got 0.3"
+std::string describe(size_t index, const std::vector<int64_t>& shape,
+                     const std::vector<std::string>& axis_names, double expected, double got) {
+  std::vector<int64_t> coords(shape.size());
+  size_t rest = index;
+  for (size_t a = shape.size(); a-- > 0;) {
+    coords[a] = int64_t(rest % size_t(shape[a]));
+    rest /= size_t(shape[a]);
+  }
+  std::ostringstream out;
+  out.precision(9);
+  for (size_t a = 0; a < shape.size(); ++a) {
+    out << (a ? ", " : "") << axis_names[a] << " " << coords[a];
+  }
+  out << ": expected " << expected << ", got " << got;
+  return out.str();
+}
+
+}  // namespace
+
+const std::vector<std::string>& bshd_axis_names() {
+  static const std::vector<std::string> names{"row", "token", "head", "dim"};
+  return names;
+}
+
+const std::vector<std::string>& lse_axis_names() {
+  static const std::vector<std::string> names{"row", "head", "token"};
+  return names;
+}
+
+TensorError compare_tensor(const std::string& name, const std::vector<double>& got,
+                           const std::vector<double>& ref, const std::vector<double>* baseline,
+                           DType dtype, const std::vector<int64_t>& shape,
+                           const std::vector<std::string>& axis_names) {
+  RINGPACK_CHECK(got.size() == ref.size(), "compare ", name, ": result has ", got.size(),
+                 " elements but the reference has ", ref.size());
+  RINGPACK_CHECK(shape.size() == axis_names.size(), "compare ", name, ": ", shape.size(),
+                 " axes but ", axis_names.size(), " axis names");
+  int64_t elements = 1;
+  for (const int64_t extent : shape) {
+    RINGPACK_CHECK(extent >= 0, "compare ", name, ": negative extent ", extent, " in the shape");
+    elements *= extent;
+  }
+  RINGPACK_CHECK(size_t(elements) == ref.size(), "compare ", name, ": shape holds ", elements,
+                 " elements but the tensors have ", ref.size());
+  const ToleranceRule& rule = tolerance_rule(dtype);
+  RINGPACK_CHECK(baseline != nullptr || !rule.needs_baseline, "compare ", name, ": ",
+                 dtype_name(dtype),
+                 " needs the low-precision baseline (lowprec_forward/lowprec_backward)");
+  RINGPACK_CHECK(baseline == nullptr || baseline->size() == ref.size(), "compare ", name,
+                 ": baseline has ", baseline ? baseline->size() : 0,
+                 " elements but the reference has ", ref.size());
+
+  const ErrorFigures figures = error_figures(got, ref);
+  TensorError error;
+  error.name = name;
+  error.rel_err = figures.rel_err;
+  error.max_abs_err = figures.max_abs_err;
+  error.masked_mismatches = figures.mismatches;
+  if (figures.has_worst) {
+    error.worst = describe(figures.worst_index, shape, axis_names, ref[figures.worst_index],
+                           got[figures.worst_index]);
+  }
+
+  double max_abs_tolerance = std::numeric_limits<double>::infinity();
+  error.tolerance = rule.rel_floor;
+  if (baseline != nullptr) {
+    const ErrorFigures base = error_figures(*baseline, ref);
+    error.baseline_rel_err = base.rel_err;
+    error.tolerance = rule.baseline_factor * base.rel_err + rule.rel_floor;
+    if (rule.needs_baseline) {
+      max_abs_tolerance = rule.baseline_factor * base.max_abs_err + rule.abs_floor;
+    }
+  }
+  error.passed = error.masked_mismatches == 0 && error.rel_err <= error.tolerance &&
+                 error.max_abs_err <= max_abs_tolerance;
+  return error;
+}
+
+}  // namespace ringpack

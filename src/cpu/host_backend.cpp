@@ -1,0 +1,79 @@
+// Host memory and element-wise helpers shared by the CPU backends (host_backend.h).
+#include "cpu/host_backend.h"
+
+#include <cstdlib>
+#include <cstring>
+
+#include "ringpack/error.h"
+
+namespace ringpack {
+namespace {
+constexpr size_t kHostAlignment = 64;  // bytes: one cache line
+}  // namespace
+
+void* HostBackend::allocate(size_t bytes) {
+  // aligned_alloc needs a size that is a multiple of the alignment (and not 0).
+  const size_t rounded = (bytes + kHostAlignment - 1) / kHostAlignment * kHostAlignment;
+  void* ptr = std::aligned_alloc(kHostAlignment, rounded == 0 ? kHostAlignment : rounded);
+  RINGPACK_CHECK(ptr != nullptr, "host allocation of ", bytes,
+                 " bytes failed: reduce batch, seq_len or heads");
+  return ptr;
+}
+
+void HostBackend::deallocate(void* ptr) {
+  std::free(ptr);
+}
+
+void HostBackend::copy_from_host(void* dst, const void* src, size_t bytes) {
+  if (bytes) std::memcpy(dst, src, bytes);
+}
+
+void HostBackend::copy_to_host(void* dst, const void* src, size_t bytes) {
+  if (bytes) std::memcpy(dst, src, bytes);
+}
+
+void HostBackend::copy(void* dst, const void* src, size_t bytes) {
+  if (bytes) std::memmove(dst, src, bytes);
+}
+
+void HostBackend::fill(float* data, size_t count, float value) {
+  for (size_t i = 0; i < count; ++i) data[i] = value;
+}
+
+void HostBackend::cast_from_f32(void* dst, DType dtype, const float* src, size_t count) {
+  for (size_t i = 0; i < count; ++i) store_element(dst, dtype, i, src[i]);
+}
+
+void HostBackend::compute_delta(const void* dout, const void* out, DType dtype,
+                                const AttentionDims& dims, float* delta) {
+  const int D = dims.head_dim;
+  for (int b = 0; b < dims.batch; ++b) {
+    for (int s = 0; s < dims.seqlen_q; ++s) {
+      for (int h = 0; h < dims.num_heads_q; ++h) {
+        const size_t row = ((size_t(b) * dims.seqlen_q + s) * dims.num_heads_q + h) * D;
+        float sum = 0.0f;
+        for (int d = 0; d < D; ++d) {
+          sum += load_element(dout, dtype, row + d) * load_element(out, dtype, row + d);
+        }
+        delta[(size_t(b) * dims.num_heads_q + h) * dims.seqlen_q + s] = sum;
+      }
+    }
+  }
+}
+
+void check_host_step(const AttentionStep& step, const std::string& backend) {
+  const AttentionDims& d = step.dims;
+  RINGPACK_CHECK(d.batch >= 0 && d.seqlen_q >= 0 && d.seqlen_k >= 0, backend,
+                 " backend: negative size (batch ", d.batch, ", seqlen_q ", d.seqlen_q,
+                 ", seqlen_k ", d.seqlen_k, ")");
+  RINGPACK_CHECK(d.head_dim >= 1, backend, " backend: head_dim ", d.head_dim, " must be >= 1");
+  RINGPACK_CHECK(d.num_heads_q >= 1 && d.num_heads_kv >= 1 && d.num_heads_q % d.num_heads_kv == 0,
+                 backend, " backend: num_heads_q ", d.num_heads_q,
+                 " must be a positive multiple of num_heads_kv ", d.num_heads_kv);
+  const bool empty = d.batch == 0 || d.seqlen_q == 0 || d.seqlen_k == 0;
+  RINGPACK_CHECK(empty || (step.q && step.k && step.v && step.segment_ids_q && step.positions_q &&
+                           step.segment_ids_k && step.positions_k),
+                 backend, " backend: a step tensor (q, k, v, segment ids or positions) is null");
+}
+
+}  // namespace ringpack

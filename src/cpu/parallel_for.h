@@ -1,0 +1,50 @@
+// A small parallel loop for the CPU backends: work items [0, count) claimed one at a time from a
+// shared counter by `num_threads` threads (the calling thread is one of them).
+#pragma once
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <exception>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace ringpack {
+
+// 0 means one thread per hardware thread.
+inline int resolve_num_threads(int requested) {
+  if (requested > 0) return requested;
+  return std::max(1, int(std::thread::hardware_concurrency()));
+}
+
+// Runs body(item) once for every item in [0, count). Items must not write shared memory that
+// another item writes. The first exception thrown by any item is rethrown here.
+template <class Body>
+void parallel_for(int64_t count, int num_threads, const Body& body) {
+  const int threads = int(std::min<int64_t>(std::max(1, num_threads), count));
+  if (threads <= 1) {
+    for (int64_t item = 0; item < count; ++item) body(item);
+    return;
+  }
+  std::atomic<int64_t> next{0};
+  std::exception_ptr failure;
+  std::mutex failure_mutex;
+  auto worker = [&] {
+    try {
+      for (int64_t item = next++; item < count; item = next++) body(item);
+    } catch (...) {
+      const std::lock_guard<std::mutex> lock(failure_mutex);
+      if (!failure) failure = std::current_exception();
+      next = count;  // stop handing out work
+    }
+  };
+  std::vector<std::thread> pool;
+  pool.reserve(threads - 1);
+  for (int t = 1; t < threads; ++t) pool.emplace_back(worker);
+  worker();
+  for (std::thread& thread : pool) thread.join();
+  if (failure) std::rethrow_exception(failure);
+}
+
+}  // namespace ringpack
