@@ -143,10 +143,13 @@ ReferenceGrads backward_impl(const ReferenceProblem& p, const double* dout, cons
           const Acc prob_r = prec.round_product(prob);
           const Acc ds = prec.round_product(prob * (dprob - row_delta));
           const Acc scale = Acc(p.scale);
+          Acc* dq_row = dq.data() + ix.q(b, i, h);
+          Acc* dk_row = dk.data() + ix.k(b, j, hk);
+          Acc* dv_row = dv.data() + ix.k(b, j, hk);
           for (int x = 0; x < D; ++x) {
-            dv[ix.k(b, j, hk) + x] += prob_r * Acc(d_o[x]);
-            dq[ix.q(b, i, h) + x] += scale * ds * Acc(k[x]);
-            dk[ix.k(b, j, hk) + x] += scale * ds * Acc(q[x]);
+            dv_row[x] += prob_r * Acc(d_o[x]);
+            dq_row[x] += scale * ds * Acc(k[x]);
+            dk_row[x] += scale * ds * Acc(q[x]);
           }
         }
       }
