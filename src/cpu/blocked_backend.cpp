@@ -51,6 +51,9 @@ class F32Tensor {
     for (size_t i = 0; i < count; ++i) storage_[i] = load_element(data, dtype, i);
     data_ = storage_.data();
   }
+  // data_ may point into storage_: a copy would point into the original.
+  F32Tensor(const F32Tensor&) = delete;
+  F32Tensor& operator=(const F32Tensor&) = delete;
   const float* data() const { return data_; }
 
  private:
