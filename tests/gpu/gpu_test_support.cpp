@@ -3,9 +3,7 @@
 
 #include <cuda_runtime.h>
 
-#include <functional>
 #include <random>
-#include <string>
 #include <utility>
 
 #include "cuda/cuda_check.h"
@@ -24,14 +22,6 @@ bool cuda_device_available() {
     return count > 0;
   }();
   return available;
-}
-
-uint64_t seed_from_test_name() {
-  const ::testing::TestInfo* info = ::testing::UnitTest::GetInstance()->current_test_info();
-  const std::string name = info == nullptr
-                               ? std::string("no_test")
-                               : std::string(info->test_suite_name()) + "." + info->name();
-  return std::hash<std::string>{}(name);
 }
 
 std::vector<float> random_values(size_t count, uint64_t seed, float lo, float hi) {

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "ringpack/dtype.h"
+#include "support/adversarial_layouts.h"  // seed_from_test_name, layouts
 
 namespace ringpack::testing {
 
@@ -24,9 +25,6 @@ class GpuTest : public ::testing::Test {
     if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device: GPU test skipped";
   }
 };
-
-// std::hash of "Suite.Name" of the running test (the seed a failing test name reproduces).
-uint64_t seed_from_test_name();
 
 // `count` values uniform in [lo, hi), drawn from `seed`.
 std::vector<float> random_values(size_t count, uint64_t seed, float lo = -1.0f, float hi = 1.0f);
