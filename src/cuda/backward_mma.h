@@ -221,7 +221,6 @@ __device__ inline void load_b_kn(uint32_t (&b)[4], const uint16_t* smem, const L
 template <class Element, int kN, int kK, class TileA, class TileB>
 __device__ inline void gemm_smem_nk(float (&acc)[kN / kMmaN][4], const uint16_t* smem_a, int m0,
                                     const uint16_t* smem_b, int lane) {
-#pragma unroll
   const LaneOffset<TileA> lane_offset_a = lane_a<TileA>(lane);
   const LaneOffset<TileB> lane_offset_b = lane_b_nk<TileB>(lane);
 #pragma unroll

@@ -1,0 +1,524 @@
+// GPU tests of the CUDA backward (src/cuda/backward_*): run_delta and run_backward against the
+// fp64 reference (src/cpu/reference_attention.h), with errors within 2x of the reference's own
+// low-precision error (src/core/compare.h). A row is reordered, cut into cp shards, and the
+// backward runs as cp x cp steps (queries of shard r against keys of shard s), each adding into
+// fp32 accumulators that start at random nonzero values; the summed contributions must equal the
+// whole-row gradients. Covers every adversarial layout, striped and dual_chunk_swap orders,
+// bf16/fp16, head_dim 64/128, GQA 1/4/8, B > 1, lengths that are not multiples of the tiles,
+// masks, and the deterministic mode (bit-identical repeats).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "core/compare.h"
+#include "cpu/reference_attention.h"
+#include "cuda/backward_api.h"
+#include "gpu/gpu_test_support.h"
+#include "ringpack/attention.h"
+#include "ringpack/error.h"
+#include "ringpack/packing.h"
+#include "ringpack/reorder.h"
+#include "support/adversarial_layouts.h"
+
+namespace ringpack::testing {
+namespace {
+
+struct BackwardSetup {
+  DType dtype = DType::kBF16;
+  int head_dim = 64;
+  int num_heads_q = 8;
+  int num_heads_kv = 2;
+  MaskSpec mask;
+  ReorderSpec reorder;
+  int cp = 1;
+  bool deterministic = false;
+};
+
+std::string describe(const BackwardSetup& s) {
+  return std::string(dtype_name(s.dtype)) + " head_dim " + std::to_string(s.head_dim) + " heads " +
+         std::to_string(s.num_heads_q) + "/" + std::to_string(s.num_heads_kv) +
+         (s.mask.causal ? " causal" : " non-causal") + " window " + std::to_string(s.mask.window) +
+         " " + reorder_label(s.reorder) + " cp " + std::to_string(s.cp) +
+         (s.deterministic ? " deterministic" : "");
+}
+
+// Tokens [begin, begin + count) of every row of a [batch, seq_len, width] tensor of `elem`
+// bytes per entry, as a contiguous [batch, count, width] tensor.
+std::vector<uint8_t> slice_tokens(const void* data, int batch, int seq_len, size_t token_bytes,
+                                  int begin, int count) {
+  std::vector<uint8_t> out(size_t(batch) * count * token_bytes);
+  const auto* src = static_cast<const uint8_t*>(data);
+  for (int b = 0; b < batch; ++b) {
+    std::memcpy(out.data() + size_t(b) * count * token_bytes,
+                src + (size_t(b) * seq_len + begin) * token_bytes, size_t(count) * token_bytes);
+  }
+  return out;
+}
+
+// [batch, heads, seq_len] -> tokens [begin, begin + count) as [batch, heads, count].
+std::vector<float> slice_rows(const std::vector<float>& data, int batch, int heads, int seq_len,
+                              int begin, int count) {
+  std::vector<float> out(size_t(batch) * heads * count);
+  for (int bh = 0; bh < batch * heads; ++bh) {
+    for (int t = 0; t < count; ++t) {
+      out[size_t(bh) * count + t] = data[size_t(bh) * seq_len + begin + t];
+    }
+  }
+  return out;
+}
+
+std::vector<double> to_doubles(const std::vector<float>& v) {
+  return std::vector<double>(v.begin(), v.end());
+}
+
+// One whole-row problem in reordered token order, with everything the backward reads.
+struct RowProblem {
+  PackedBatch batch;  // reordered ids and positions
+  AttentionDims dims;
+  HostTensor q, k, v, dout, out;
+  std::vector<float> lse;  // [b, hq, s], fp32 of the fp64 forward
+  ReferenceGrads expected;
+  ReferenceGrads baseline;
+};
+
+RowProblem make_problem(const PackedBatch& layout, const BackwardSetup& s, uint64_t seed) {
+  RowProblem p;
+  const int seq_len = layout.seq_len;
+  const std::vector<int32_t> index = reorder_index(seq_len, s.cp, s.reorder);
+  p.batch = layout;
+  for (int b = 0; b < layout.batch; ++b) {
+    for (int i = 0; i < seq_len; ++i) {
+      p.batch.segment_ids[size_t(b) * seq_len + i] = layout.segment_id(b, index[i]);
+      p.batch.positions[size_t(b) * seq_len + i] = layout.position(b, index[i]);
+    }
+  }
+  p.dims = AttentionDims{layout.batch, seq_len, seq_len, s.num_heads_q, s.num_heads_kv, s.head_dim};
+  const size_t count_q = size_t(layout.batch) * seq_len * s.num_heads_q * s.head_dim;
+  const size_t count_k = size_t(layout.batch) * seq_len * s.num_heads_kv * s.head_dim;
+  p.q = random_tensor(count_q, s.dtype, seed + 1);
+  p.k = random_tensor(count_k, s.dtype, seed + 2);
+  p.v = random_tensor(count_k, s.dtype, seed + 3);
+  p.dout = random_tensor(count_q, s.dtype, seed + 4);
+
+  const std::vector<double> q = to_doubles(p.q.values);
+  const std::vector<double> k = to_doubles(p.k.values);
+  const std::vector<double> v = to_doubles(p.v.values);
+  const std::vector<double> dout = to_doubles(p.dout.values);
+  ReferenceProblem problem;
+  problem.dims = p.dims;
+  problem.mask = s.mask;
+  problem.scale = resolve_scale(0.0f, s.head_dim);
+  problem.q = q.data();
+  problem.k = k.data();
+  problem.v = v.data();
+  problem.segment_ids_q = problem.segment_ids_k = p.batch.segment_ids.data();
+  problem.positions_q = problem.positions_k = p.batch.positions.data();
+  const ReferenceForward forward = reference_forward(problem);
+  p.out = make_host_tensor(std::vector<float>(forward.out.begin(), forward.out.end()), s.dtype);
+  p.lse.assign(forward.lse.begin(), forward.lse.end());
+  p.expected = reference_backward(problem, dout.data(), forward);
+  p.baseline = lowprec_backward(problem, dout.data(), s.dtype);
+  return p;
+}
+
+struct CudaGrads {
+  std::vector<double> dq, dk, dv;  // contributions (final accumulator - initial), whole rows
+};
+
+// The backward as cp x cp steps over the shards of the reordered rows; accumulators start at
+// random values, which are subtracted afterwards.
+CudaGrads run_cuda_steps(const RowProblem& p, const BackwardSetup& s, uint64_t seed) {
+  const AttentionDims& d = p.dims;
+  const int shard = d.seqlen_q / s.cp;
+  const size_t elem = dtype_size(s.dtype);
+  const size_t token_q = size_t(d.num_heads_q) * d.head_dim;
+  const size_t token_k = size_t(d.num_heads_kv) * d.head_dim;
+  CudaGrads grads;
+  grads.dq.assign(size_t(d.batch) * d.seqlen_q * token_q, 0.0);
+  grads.dk.assign(size_t(d.batch) * d.seqlen_k * token_k, 0.0);
+  grads.dv.assign(grads.dk.size(), 0.0);
+
+  struct Shard {
+    DeviceBuffer q, k, v, dout, out, lse, delta, ids, pos, dq, dk, dv;
+    std::vector<float> dq0, dk0, dv0;  // initial accumulator values
+  };
+  std::vector<Shard> shards(s.cp);
+  AttentionDims shard_dims = d;
+  shard_dims.seqlen_q = shard_dims.seqlen_k = shard;
+  for (int r = 0; r < s.cp; ++r) {
+    Shard& sh = shards[r];
+    const int begin = r * shard;
+    sh.q = to_device(
+        slice_tokens(p.q.bytes.data(), d.batch, d.seqlen_q, token_q * elem, begin, shard));
+    sh.dout = to_device(
+        slice_tokens(p.dout.bytes.data(), d.batch, d.seqlen_q, token_q * elem, begin, shard));
+    sh.out = to_device(
+        slice_tokens(p.out.bytes.data(), d.batch, d.seqlen_q, token_q * elem, begin, shard));
+    sh.k = to_device(
+        slice_tokens(p.k.bytes.data(), d.batch, d.seqlen_k, token_k * elem, begin, shard));
+    sh.v = to_device(
+        slice_tokens(p.v.bytes.data(), d.batch, d.seqlen_k, token_k * elem, begin, shard));
+    sh.ids = to_device(slice_tokens(p.batch.segment_ids.data(), d.batch, d.seqlen_q,
+                                    sizeof(int32_t), begin, shard));
+    sh.pos = to_device(
+        slice_tokens(p.batch.positions.data(), d.batch, d.seqlen_q, sizeof(int32_t), begin, shard));
+    sh.lse = to_device(slice_rows(p.lse, d.batch, d.num_heads_q, d.seqlen_q, begin, shard));
+    sh.delta = poisoned_buffer(size_t(d.batch) * d.num_heads_q * shard, DType::kF32);
+    sh.dq0 = random_values(size_t(d.batch) * shard * token_q, seed + 10 + 3 * r);
+    sh.dk0 = random_values(size_t(d.batch) * shard * token_k, seed + 11 + 3 * r);
+    sh.dv0 = random_values(size_t(d.batch) * shard * token_k, seed + 12 + 3 * r);
+    sh.dq = to_device(sh.dq0);
+    sh.dk = to_device(sh.dk0);
+    sh.dv = to_device(sh.dv0);
+    cuda::run_delta(sh.dout.data(), sh.out.data(), s.dtype, shard_dims, sh.delta.as<float>(),
+                    nullptr);
+  }
+  for (int r = 0; r < s.cp; ++r) {
+    for (int t = 0; t < s.cp; ++t) {
+      AttentionStep step;
+      step.dims = shard_dims;
+      step.dtype = s.dtype;
+      step.mask = s.mask;
+      step.q = shards[r].q.data();
+      step.k = shards[t].k.data();
+      step.v = shards[t].v.data();
+      step.segment_ids_q = shards[r].ids.as<int32_t>();
+      step.positions_q = shards[r].pos.as<int32_t>();
+      step.segment_ids_k = shards[t].ids.as<int32_t>();
+      step.positions_k = shards[t].pos.as<int32_t>();
+      const BackwardInputs in{shards[r].dout.data(), shards[r].lse.as<float>(),
+                              shards[r].delta.as<float>()};
+      const BackwardAccumulators acc{shards[r].dq.as<float>(), shards[t].dk.as<float>(),
+                                     shards[t].dv.as<float>()};
+      cuda::run_backward(step, in, acc, s.deterministic, nullptr);
+    }
+  }
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  auto scatter = [&](const DeviceBuffer& buffer, const std::vector<float>& initial, size_t token,
+                     int begin, std::vector<double>& whole) {
+    const std::vector<float> got = to_host<float>(buffer, initial.size());
+    for (int b = 0; b < d.batch; ++b) {
+      for (size_t i = 0; i < size_t(shard) * token; ++i) {
+        const size_t at = size_t(b) * shard * token + i;
+        whole[(size_t(b) * d.seqlen_q + begin) * token + i] = double(got[at]) - initial[at];
+      }
+    }
+  };
+  for (int r = 0; r < s.cp; ++r) {
+    scatter(shards[r].dq, shards[r].dq0, token_q, r * shard, grads.dq);
+    scatter(shards[r].dk, shards[r].dk0, token_k, r * shard, grads.dk);
+    scatter(shards[r].dv, shards[r].dv0, token_k, r * shard, grads.dv);
+  }
+  return grads;
+}
+
+void expect_close(const std::string& name, const std::vector<double>& got,
+                  const std::vector<double>& ref, const std::vector<double>& baseline, DType dtype,
+                  std::vector<int64_t> shape, const std::string& what) {
+  const TensorError e = compare_tensor(name, got, ref, &baseline, dtype, shape, bshd_axis_names());
+  EXPECT_TRUE(e.passed) << what << ": " << name << " rel_err " << e.rel_err << " (baseline "
+                        << e.baseline_rel_err << ", tolerance " << e.tolerance << ") max_abs "
+                        << e.max_abs_err << " mismatches " << e.masked_mismatches << "; worst "
+                        << e.worst;
+}
+
+// Runs one case end to end and checks dQ, dK, dV.
+void check_backward(const PackedBatch& layout, const BackwardSetup& s, uint64_t seed,
+                    const std::string& what) {
+  const RowProblem p = make_problem(layout, s, seed);
+  const CudaGrads got = run_cuda_steps(p, s, seed);
+  const AttentionDims& d = p.dims;
+  const std::string label = what + " [" + describe(s) + "]";
+  expect_close("dq", got.dq, p.expected.dq, p.baseline.dq, s.dtype,
+               {d.batch, d.seqlen_q, d.num_heads_q, d.head_dim}, label);
+  expect_close("dk", got.dk, p.expected.dk, p.baseline.dk, s.dtype,
+               {d.batch, d.seqlen_k, d.num_heads_kv, d.head_dim}, label);
+  expect_close("dv", got.dv, p.expected.dv, p.baseline.dv, s.dtype,
+               {d.batch, d.seqlen_k, d.num_heads_kv, d.head_dim}, label);
+}
+
+class CudaBackward : public GpuTest {};
+
+TEST_F(CudaBackward, DeltaMatchesRowSumOfDoutTimesOut) {
+  const uint64_t seed = seed_from_test_name();
+  for (DType dtype : {DType::kBF16, DType::kF16}) {
+    for (int head_dim : {64, 128}) {
+      const AttentionDims dims{2, 37, 37, 3, 1, head_dim};
+      const size_t count = size_t(dims.batch) * dims.seqlen_q * dims.num_heads_q * head_dim;
+      const HostTensor dout = random_tensor(count, dtype, seed + 1);
+      const HostTensor out = random_tensor(count, dtype, seed + 2);
+      const DeviceBuffer dout_d = to_device(dout);
+      const DeviceBuffer out_d = to_device(out);
+      const size_t rows = size_t(dims.batch) * dims.num_heads_q * dims.seqlen_q;
+      DeviceBuffer delta = poisoned_buffer(rows, DType::kF32);
+      cuda::run_delta(dout_d.data(), out_d.data(), dtype, dims, delta.as<float>(), nullptr);
+      const std::vector<float> got = to_host<float>(delta, rows);
+      for (int b = 0; b < dims.batch; ++b) {
+        for (int h = 0; h < dims.num_heads_q; ++h) {
+          for (int t = 0; t < dims.seqlen_q; ++t) {
+            double sum = 0.0;
+            double magnitude = 0.0;
+            for (int i = 0; i < head_dim; ++i) {
+              const size_t at =
+                  ((size_t(b) * dims.seqlen_q + t) * dims.num_heads_q + h) * head_dim + i;
+              sum += double(dout.values[at]) * out.values[at];
+              magnitude += std::fabs(double(dout.values[at]) * out.values[at]);
+            }
+            const float value = got[(size_t(b) * dims.num_heads_q + h) * dims.seqlen_q + t];
+            ASSERT_NEAR(value, sum, 1e-6 * magnitude + 1e-7)
+                << dtype_name(dtype) << " head_dim " << head_dim << " row " << b << " head " << h
+                << " token " << t;
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_F(CudaBackward, AdversarialLayoutsDualChunkSwapCp2) {
+  const uint64_t seed = seed_from_test_name();
+  constexpr int kSeqLen = 196;  // not a multiple of any tile
+  constexpr int kCp = 2;
+  for (int head_dim : {64, 128}) {
+    BackwardSetup s;
+    s.head_dim = head_dim;
+    s.cp = kCp;
+    s.reorder = ReorderSpec{ReorderKind::kDualChunkSwap, 1};
+    for (const NamedLayout& layout : adversarial_layouts(kSeqLen, kCp)) {
+      check_backward(layout.batch, s, seed, layout.name);
+    }
+  }
+}
+
+TEST_F(CudaBackward, AdversarialLayoutsStripedCp4Fp16) {
+  const uint64_t seed = seed_from_test_name();
+  constexpr int kSeqLen = 200;
+  constexpr int kCp = 4;
+  BackwardSetup s;
+  s.dtype = DType::kF16;
+  s.head_dim = 128;
+  s.num_heads_q = 4;
+  s.num_heads_kv = 4;
+  s.cp = kCp;
+  s.reorder = ReorderSpec{ReorderKind::kStriped, 1};
+  for (const NamedLayout& layout : adversarial_layouts(kSeqLen, kCp)) {
+    check_backward(layout.batch, s, seed, layout.name);
+  }
+}
+
+TEST_F(CudaBackward, DtypesHeadDimsAndGqaRatiosOnOddLengths) {
+  const uint64_t seed = seed_from_test_name();
+  const PackedBatch batch = random_packed_batch(2, 257, seed);
+  for (DType dtype : {DType::kBF16, DType::kF16}) {
+    for (int head_dim : {64, 128}) {
+      for (int ratio : {1, 4, 8}) {
+        BackwardSetup s;
+        s.dtype = dtype;
+        s.head_dim = head_dim;
+        s.num_heads_q = 8;
+        s.num_heads_kv = 8 / ratio;
+        check_backward(batch, s, seed, "random_packed_batch");
+      }
+    }
+  }
+}
+
+TEST_F(CudaBackward, StripedStripeSizesAndCp3) {
+  const uint64_t seed = seed_from_test_name();
+  const PackedBatch batch = random_packed_batch(2, 384, seed);
+  for (const ReorderSpec reorder :
+       {ReorderSpec{ReorderKind::kStriped, 1}, ReorderSpec{ReorderKind::kStriped, 16},
+        ReorderSpec{ReorderKind::kDualChunkSwap, 1}, ReorderSpec{ReorderKind::kContiguous, 1}}) {
+    BackwardSetup s;
+    s.cp = 3;
+    s.reorder = reorder;
+    check_backward(batch, s, seed, "random_packed_batch");
+  }
+}
+
+TEST_F(CudaBackward, NonCausalAndSlidingWindowMasks) {
+  const uint64_t seed = seed_from_test_name();
+  const PackedBatch batch = random_packed_batch(2, 300, seed);
+  for (const MaskSpec mask :
+       {MaskSpec{false, -1}, MaskSpec{true, 17}, MaskSpec{false, 40}, MaskSpec{true, 0}}) {
+    for (int head_dim : {64, 128}) {
+      BackwardSetup s;
+      s.head_dim = head_dim;
+      s.mask = mask;
+      s.cp = 2;
+      s.reorder = ReorderSpec{ReorderKind::kStriped, 1};
+      check_backward(batch, s, seed, "random_packed_batch");
+    }
+  }
+}
+
+TEST_F(CudaBackward, LongDocumentAcrossManyTiles) {
+  const uint64_t seed = seed_from_test_name();
+  const PackedBatch batch = batch_from_lengths({{700, 1, 300}, {1001}}, 1001);
+  for (int head_dim : {64, 128}) {
+    BackwardSetup s;
+    s.head_dim = head_dim;
+    s.num_heads_q = 4;
+    s.num_heads_kv = 1;
+    check_backward(batch, s, seed, "long_documents");
+  }
+}
+
+TEST_F(CudaBackward, DeterministicModeIsCorrectAndBitIdentical) {
+  const uint64_t seed = seed_from_test_name();
+  const PackedBatch batch = random_packed_batch(2, 301, seed);
+  for (int head_dim : {64, 128}) {
+    BackwardSetup s;
+    s.head_dim = head_dim;
+    s.deterministic = true;
+    const RowProblem p = make_problem(batch, s, seed);
+    const CudaGrads first = run_cuda_steps(p, s, seed);
+    const CudaGrads second = run_cuda_steps(p, s, seed);
+    EXPECT_EQ(first.dq, second.dq) << "head_dim " << head_dim;
+    EXPECT_EQ(first.dk, second.dk) << "head_dim " << head_dim;
+    EXPECT_EQ(first.dv, second.dv) << "head_dim " << head_dim;
+    const AttentionDims& d = p.dims;
+    const std::string label = describe(s);
+    expect_close("dq", first.dq, p.expected.dq, p.baseline.dq, s.dtype,
+                 {d.batch, d.seqlen_q, d.num_heads_q, d.head_dim}, label);
+    expect_close("dk", first.dk, p.expected.dk, p.baseline.dk, s.dtype,
+                 {d.batch, d.seqlen_k, d.num_heads_kv, d.head_dim}, label);
+    expect_close("dv", first.dv, p.expected.dv, p.baseline.dv, s.dtype,
+                 {d.batch, d.seqlen_k, d.num_heads_kv, d.head_dim}, label);
+  }
+}
+
+TEST_F(CudaBackward, RejectsUnsupportedHeadDimAndDtype) {
+  AttentionStep step;
+  step.dims = AttentionDims{1, 8, 8, 1, 1, 96};
+  step.dtype = DType::kBF16;
+  int32_t dummy = 0;
+  step.q = step.k = step.v = &dummy;
+  step.segment_ids_q = step.positions_q = step.segment_ids_k = step.positions_k = &dummy;
+  float value = 0.0f;
+  const BackwardInputs in{&dummy, &value, &value};
+  const BackwardAccumulators acc{&value, &value, &value};
+  EXPECT_THROW(cuda::run_backward(step, in, acc, false, nullptr), Error);
+  step.dims.head_dim = 64;
+  step.dtype = DType::kF32;
+  EXPECT_THROW(cuda::run_backward(step, in, acc, false, nullptr), Error);
+}
+
+// Causal visible pairs of a batch without a window: L (L + 1) / 2 per document.
+int64_t causal_pairs(const PackedBatch& batch) {
+  int64_t pairs = 0;
+  for (int b = 0; b < batch.batch; ++b) {
+    int64_t run = 0;
+    for (int t = 0; t < batch.seq_len; ++t) {
+      const int32_t id = batch.segment_id(b, t);
+      run = (t > 0 && id == batch.segment_id(b, t - 1)) ? run + 1 : 1;
+      if (id != 0) pairs += run;
+    }
+  }
+  return pairs;
+}
+
+// Device buffer of `count` random 16-bit values (bf16 in [-1, 1)) from a cheap generator: the
+// timing inputs are too large for the test helpers' engine.
+DeviceBuffer random_bf16_buffer(size_t count, uint64_t seed) {
+  std::vector<uint16_t> host(count);
+  uint64_t state = seed * 0x9E3779B97F4A7C15ull + 1;
+  for (uint16_t& x : host) {
+    state ^= state << 13;
+    state ^= state >> 7;
+    state ^= state << 17;
+    const float unit = float(state >> 40) / float(1ull << 24);
+    x = float_to_bf16(2.0f * unit - 1.0f);
+  }
+  return to_device(host);
+}
+
+// Throughput on the standard workloads of DESIGN.md §8 (bf16, 32 q heads, 8 kv heads, head_dim
+// 128, causal), atomic and deterministic dQ. A timing run, not a check: run it with
+// --gtest_also_run_disabled_tests --gtest_filter='*Throughput*'.
+TEST_F(CudaBackward, DISABLED_ThroughputStandardWorkloads) {
+  struct Workload {
+    const char* name;
+    int seq_len;
+    bool packed;
+  };
+  constexpr int kHeadsQ = 32;
+  constexpr int kHeadsKv = 8;
+  constexpr int kHeadDim = 128;
+  constexpr int kWarmup = 2;
+  constexpr int kRepeats = 10;
+  std::printf("# CUDA backward, bf16, heads %d/%d, head_dim %d, causal; median of %d\n", kHeadsQ,
+              kHeadsKv, kHeadDim, kRepeats);
+  std::printf("# TFLOP/s = 2.5 * 4 * head_dim * num_heads_q * visible_pairs / time\n");
+  std::printf("%-12s %-14s %12s %10s %10s\n", "workload", "dq", "pairs", "ms", "TFLOP/s");
+  for (const Workload& w :
+       {Workload{"dense-16k", 16384, false}, Workload{"packed-16k", 16384, true},
+        Workload{"packed-64k", 65536, true}}) {
+    PackerOptions options;
+    if (w.packed) {
+      options.max_doc_length = w.seq_len / 4;
+    } else {
+      options.source = LengthSource::kFixed;
+      options.fixed_length = w.seq_len;
+    }
+    const PackedBatch batch = pack_documents(1, w.seq_len, options);
+    const int64_t pairs = causal_pairs(batch);
+    const size_t count_q = size_t(w.seq_len) * kHeadsQ * kHeadDim;
+    const size_t count_k = size_t(w.seq_len) * kHeadsKv * kHeadDim;
+    const DeviceBuffer q = random_bf16_buffer(count_q, 1);
+    const DeviceBuffer k = random_bf16_buffer(count_k, 2);
+    const DeviceBuffer v = random_bf16_buffer(count_k, 3);
+    const DeviceBuffer dout = random_bf16_buffer(count_q, 4);
+    const DeviceBuffer ids = to_device(batch.segment_ids);
+    const DeviceBuffer pos = to_device(batch.positions);
+    // lse ~ log of the visible keys of a mid-length row; delta 0: realistic magnitudes of P.
+    const DeviceBuffer lse = to_device(std::vector<float>(size_t(kHeadsQ) * w.seq_len, 6.0f));
+    const DeviceBuffer delta = to_device(std::vector<float>(size_t(kHeadsQ) * w.seq_len, 0.0f));
+    DeviceBuffer dq(count_q * sizeof(float));
+    DeviceBuffer dk(count_k * sizeof(float));
+    DeviceBuffer dv(count_k * sizeof(float));
+    ASSERT_EQ(cudaMemset(dq.data(), 0, dq.bytes()), cudaSuccess);
+    ASSERT_EQ(cudaMemset(dk.data(), 0, dk.bytes()), cudaSuccess);
+    ASSERT_EQ(cudaMemset(dv.data(), 0, dv.bytes()), cudaSuccess);
+    AttentionStep step;
+    step.dims = AttentionDims{1, w.seq_len, w.seq_len, kHeadsQ, kHeadsKv, kHeadDim};
+    step.dtype = DType::kBF16;
+    step.q = q.data();
+    step.k = k.data();
+    step.v = v.data();
+    step.segment_ids_q = step.segment_ids_k = ids.as<int32_t>();
+    step.positions_q = step.positions_k = pos.as<int32_t>();
+    const BackwardInputs in{dout.data(), lse.as<float>(), delta.as<float>()};
+    const BackwardAccumulators acc{dq.as<float>(), dk.as<float>(), dv.as<float>()};
+    for (bool deterministic : {false, true}) {
+      cudaEvent_t start, stop;
+      ASSERT_EQ(cudaEventCreate(&start), cudaSuccess);
+      ASSERT_EQ(cudaEventCreate(&stop), cudaSuccess);
+      for (int i = 0; i < kWarmup; ++i) cuda::run_backward(step, in, acc, deterministic, nullptr);
+      std::vector<float> ms(kRepeats);
+      for (float& t : ms) {
+        ASSERT_EQ(cudaEventRecord(start), cudaSuccess);
+        cuda::run_backward(step, in, acc, deterministic, nullptr);
+        ASSERT_EQ(cudaEventRecord(stop), cudaSuccess);
+        ASSERT_EQ(cudaEventSynchronize(stop), cudaSuccess);
+        ASSERT_EQ(cudaEventElapsedTime(&t, start, stop), cudaSuccess);
+      }
+      std::sort(ms.begin(), ms.end());
+      const double median_ms = ms[kRepeats / 2];
+      const double flops = 2.5 * 4.0 * kHeadDim * kHeadsQ * double(pairs);
+      std::printf("%-12s %-14s %12lld %10.3f %10.1f\n", w.name,
+                  deterministic ? "deterministic" : "atomic", static_cast<long long>(pairs),
+                  median_ms, flops / (median_ms * 1e-3) / 1e12);
+      cudaEventDestroy(start);
+      cudaEventDestroy(stop);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace ringpack::testing
