@@ -3,6 +3,7 @@
 #include "ringpack/plan.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <numeric>
 #include <sstream>
@@ -177,6 +178,24 @@ int total_skippable(const ReorderAnalysis& a) {
   return std::accumulate(a.skippable_steps.begin(), a.skippable_steps.end(), 0);
 }
 
+int64_t slowest_compute(const ReorderAnalysis& a) {
+  return a.computed_tile_elements.empty()
+             ? 0
+             : *std::max_element(a.computed_tile_elements.begin(), a.computed_tile_elements.end());
+}
+
+bool ties(const ReorderAnalysis& a, const ReorderAnalysis& b) {
+  return std::abs(a.cost - b.cost) <= kTieTolerance * std::max(a.cost, b.cost);
+}
+
+// Lower modelled time wins. When the times tie (the run is bound by transfers that every reorder
+// shares), the reorder whose slowest rank computes less wins: it leaves more slack for faster
+// links and slower backends. Full ties keep the earlier, simpler candidate.
+bool cheaper(const ReorderAnalysis& a, const ReorderAnalysis& b) {
+  if (!ties(a, b)) return a.cost < b.cost;
+  return slowest_compute(a) < slowest_compute(b);
+}
+
 std::string explain(const Plan& plan, const PlanConfig& config) {
   const ReorderAnalysis& best = plan.candidates[plan.chosen];
   if (plan.candidates.size() == 1) {
@@ -185,11 +204,17 @@ std::string explain(const Plan& plan, const PlanConfig& config) {
   // The runner-up: the cheapest of the others.
   int next = plan.chosen == 0 ? 1 : 0;
   for (int i = 0; i < int(plan.candidates.size()); ++i) {
-    if (i != plan.chosen && plan.candidates[i].cost < plan.candidates[next].cost) next = i;
+    if (i != plan.chosen && cheaper(plan.candidates[i], plan.candidates[next])) next = i;
   }
   const ReorderAnalysis& other = plan.candidates[next];
   std::ostringstream out;
-  if (other.cost <= best.cost * (1.0 + kTieTolerance)) {
+  if (ties(best, other) && slowest_compute(best) < slowest_compute(other)) {
+    out << best.label << " ties with " << other.label << " at " << format_seconds(best.cost)
+        << " modelled time (bound by transfers) and its slowest rank computes less ("
+        << format_ratio(double(slowest_compute(best)) /
+                        double(std::max<int64_t>(1, slowest_compute(other))))
+        << "x the tile elements)";
+  } else if (ties(best, other)) {
     out << best.label << " ties with " << other.label << " at " << format_seconds(best.cost)
         << " modelled time; the simpler " << best.label << " is kept";
   } else {
@@ -230,9 +255,7 @@ Plan make_plan(const PackedBatch& batch, const PlanConfig& config) {
     plan.candidates.push_back(analyse_valid(batch, spec, config));
   }
   for (int i = 1; i < int(plan.candidates.size()); ++i) {
-    if (plan.candidates[i].cost < plan.candidates[plan.chosen].cost * (1.0 - kTieTolerance)) {
-      plan.chosen = i;
-    }
+    if (cheaper(plan.candidates[i], plan.candidates[plan.chosen])) plan.chosen = i;
   }
   plan.explanation = explain(plan, config);
   return plan;
