@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# One call on a GPU machine: build (Ninja, -j16), GPU tests, compute-sanitizer on small cases,
+# and the benchmark with its peers; logs go to $OUT (or ./out), a short summary prints last.
+#
+#   scripts/gpu_check.sh [all|tests|sanitize|bench] [extra gtest filter for tests]
+#   env: OUT (log dir), COMMIT (named in the bench table), BUILD_DIR (default build-gpu),
+#        BENCH_WORKLOADS (default dense-16k,packed-16k,packed-64k), BENCH_REPS (default 30)
+# Needs .deps/ from scripts/fetch_device_deps.sh (CLI11, nlohmann-json, yaml-cpp) on machines
+# without network.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+MODE="${1:-all}"
+FILTER="${2:-*}"
+OUT="${OUT:-$PWD/out}"
+BUILD_DIR="${BUILD_DIR:-build-gpu}"
+COMMIT="${COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}"
+WORKLOADS="${BENCH_WORKLOADS:-dense-16k,packed-16k,packed-64k}"
+REPS="${BENCH_REPS:-30}"
+mkdir -p "$OUT"
+SUMMARY="$OUT/summary.txt"
+: >"$SUMMARY"
+note() { echo "$*" | tee -a "$SUMMARY"; }
+
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu \
+  --format=csv >"$OUT/device.txt" 2>&1
+note "device: $(sed -n 2p "$OUT/device.txt")  commit: $COMMIT  mode: $MODE"
+
+# ---- build ----
+start=$(date +%s)
+cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+  -DCMAKE_PREFIX_PATH="$PWD/.deps/usr" -DRINGPACK_CUDA=ON >"$OUT/configure.log" 2>&1 ||
+  { tail -30 "$OUT/configure.log"; note "configure: FAILED"; exit 1; }
+cmake --build "$BUILD_DIR" -j16 --target ringpack_gpu_tests ringpack_cli >"$OUT/build.log" 2>&1 ||
+  { grep -E "error|FAILED" "$OUT/build.log" | head -40; note "build: FAILED"; exit 1; }
+note "build: ok ($(( $(date +%s) - start )) s)"
+
+# ---- GPU tests ----
+if [[ "$MODE" == all || "$MODE" == tests ]]; then
+  start=$(date +%s)
+  "$BUILD_DIR/ringpack_gpu_tests" --gtest_filter="$FILTER" >"$OUT/gpu_tests.log" 2>&1
+  status=$?
+  note "gpu tests: $(grep -E '^\[  PASSED  \]' "$OUT/gpu_tests.log" | head -1) \
+$(grep -E '^\[  FAILED  \] [0-9]+ test' "$OUT/gpu_tests.log" | head -1) (exit $status, $(( $(date +%s) - start )) s)"
+  grep -E '^\[  FAILED  \] [A-Za-z]' "$OUT/gpu_tests.log" | sort -u | tee -a "$SUMMARY"
+  grep -B2 -A6 "Failure" "$OUT/gpu_tests.log" | head -60
+fi
+
+# ---- compute-sanitizer on small shapes ----
+if [[ "$MODE" == all || "$MODE" == sanitize ]]; then
+  SMALL="CudaForward.UnequalQueryAndKeyLengthsMatchReference:CudaForward.TwoMergedStepsMatchReference:CudaBackendTest.DeviceGather*"
+  for tool in memcheck racecheck; do
+    compute-sanitizer --tool "$tool" --error-exitcode 9 \
+      "$BUILD_DIR/ringpack_gpu_tests" --gtest_filter="$SMALL" >"$OUT/sanitize_$tool.log" 2>&1
+    note "compute-sanitizer $tool: exit $? ($(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/sanitize_$tool.log" | tail -1))"
+  done
+fi
+
+# ---- benchmark with peers ----
+if [[ "$MODE" == all || "$MODE" == bench ]]; then
+  CLI="$BUILD_DIR/ringpack"
+  "$CLI" bench --workloads "$WORKLOADS" --reps "$REPS" --layouts-only \
+    --layouts-out "$OUT/layouts.json" || note "bench layouts: FAILED"
+  PYTHONUNBUFFERED=1 timeout 300 python3 bench/peers.py --layouts "$OUT/layouts.json" \
+    --json "$OUT/peers.json" >"$OUT/peers.log" 2>&1 || note "peers: FAILED (see peers.log)"
+  PEERS=(); [[ -s "$OUT/peers.json" ]] && PEERS=(--peers "$OUT/peers.json")
+  "$CLI" bench --workloads "$WORKLOADS" --reps "$REPS" "${PEERS[@]}" --commit "$COMMIT" \
+    --json "$OUT/bench.json" >"$OUT/bench.txt" 2>"$OUT/bench.log"
+  status=$?
+  if [[ $status -ne 0 && ! -s "$OUT/bench.txt" ]]; then  # e.g. the backward failed: forward only
+    tail -5 "$OUT/bench.log"
+    note "bench with backward: FAILED (exit $status); forward only:"
+    "$CLI" bench --workloads "$WORKLOADS" --reps "$REPS" "${PEERS[@]}" --commit "$COMMIT" \
+      --no-backward --json "$OUT/bench.json" >"$OUT/bench.txt" 2>>"$OUT/bench.log"
+  fi
+  cat "$OUT/bench.txt" >>"$SUMMARY"
+fi
+
+echo "==== summary ===="
+cat "$SUMMARY"
