@@ -9,10 +9,10 @@
 // Epilogues: direct (O in the input dtype, LSE fp32) or merge into fp32 running accumulators
 // with the lse merge of DESIGN.md §4.
 //
-// Per CTA: kBlockM query rows of one head (warp w owns rows [16w, 16w + 16)); the key tiles to
-// visit come from the pre-pass list (tile_lists): skipped tiles cost nothing, full tiles run the
-// bare MMA loop, and only partial tiles load the key tile's segment ids / positions and apply
-// rule (1) per element. K/V tiles stream through a two-stage cp.async pipeline.
+// Per CTA: kBlockM query rows of one head (warp w owns rows [w, w + 1) * kRowsPerWarp); the key
+// tiles to visit come from the pre-pass list (tile_lists): skipped tiles cost nothing, full tiles
+// run the bare MMA loop, and only partial tiles load the key tile's segment ids / positions and
+// apply rule (1) per element. K/V tiles stream through a two-stage cp.async pipeline.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -46,19 +46,52 @@ __device__ __forceinline__ void load_tile_async(typename Traits::Element* smem,
   }
 }
 
+// Rule (1) of DESIGN.md §2 for one query row as an interval test: the visible keys are those of
+// segment `segment` with position in [pos_lo, pos_hi] (causal: [pos - window, pos]; non-causal:
+// [pos - window, pos + window]; no window: unbounded on that side). A padding query (segment 0)
+// gets an empty interval. Three compares per element instead of the general rule's branches.
+struct VisibleKeys {
+  int32_t segment;
+  int32_t pos_lo;
+  int32_t pos_hi;
+  __device__ __forceinline__ bool contains(int32_t key_segment, int32_t key_pos) const {
+    return key_segment == segment && key_pos >= pos_lo && key_pos <= pos_hi;
+  }
+};
+
+__device__ __forceinline__ VisibleKeys visible_keys(int32_t segment, int32_t pos,
+                                                    const MaskSpec& mask) {
+  if (segment == 0) return {0, INT32_MAX, INT32_MIN};
+  const int64_t window = mask.window;
+  const int64_t lo = window >= 0 ? int64_t(pos) - window : int64_t(INT32_MIN);
+  const int64_t hi = mask.causal   ? int64_t(pos)
+                     : window >= 0 ? int64_t(pos) + window
+                                   : int64_t(INT32_MAX);
+  return {segment, int32_t(max(lo, int64_t(INT32_MIN))), int32_t(min(hi, int64_t(INT32_MAX)))};
+}
+
+// 2^x on the SFU (ex2.approx): the softmax's exponentials; 2^-inf = +0.
+__device__ __forceinline__ float fast_exp2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
 template <class Traits, bool kMerge>
-__global__ void __launch_bounds__(Traits::kNumThreads, 1)
+__global__ void __launch_bounds__(Traits::kNumThreads, 2)
     forward_kernel(const __grid_constant__ ForwardParams params) {
   using Element = typename Traits::Element;
   using Ops = ElementOps<Element>;
   constexpr int kHeadDim = Traits::kHeadDim;
   constexpr int kBlockM = Traits::kBlockM;
   constexpr int kBlockN = Traits::kBlockN;
-  constexpr int kSTiles = kBlockN / 8;    // n8 accumulator tiles of S per warp
-  constexpr int kOTiles = kHeadDim / 8;   // n8 accumulator tiles of O per warp
-  constexpr int kDSteps = kHeadDim / 16;  // k16 steps of Q K^T
-  constexpr int kNSteps = kBlockN / 16;   // k16 steps of P V
+  constexpr int kMTiles = Traits::kMTiles;  // m16 row blocks per warp
+  constexpr int kSTiles = kBlockN / 8;      // n8 accumulator tiles of S per row block
+  constexpr int kOTiles = kHeadDim / 8;     // n8 accumulator tiles of O per row block
+  constexpr int kDSteps = kHeadDim / 16;    // k16 steps of Q K^T
+  constexpr int kNSteps = kBlockN / 16;     // k16 steps of P V
   constexpr int kQFragSteps = Traits::kQInRegisters ? kDSteps : 1;
+  constexpr int kRows = 2 * kMTiles;  // query rows per thread: g and g + 8 of each row block
 
   extern __shared__ __align__(128) unsigned char smem_raw[];
   Element* s_q = reinterpret_cast<Element*>(smem_raw);      // [kBlockM, kHeadDim]
@@ -66,6 +99,8 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
   Element* s_v = s_k + Traits::kStages * Traits::kKVElems;  // [kStages][kBlockN, kHeadDim]
   int32_t* s_seg_k = reinterpret_cast<int32_t*>(s_v + Traits::kStages * Traits::kKVElems);
   int32_t* s_pos_k = s_seg_k + Traits::kStages * kBlockN;  // [kStages][kBlockN] each
+  int32_t* s_seg_q = s_pos_k + Traits::kStages * kBlockN;  // [kBlockM]
+  int32_t* s_pos_q = s_seg_q + kBlockM;                    // [kBlockM]
 
   const int head = blockIdx.x;
   const int slot = params.tile_order[blockIdx.y];  // heaviest query tiles launch first
@@ -74,8 +109,9 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
   const int kv_head = head / params.heads_per_kv;
   const int warp = threadIdx.x / kWarpSize;
   const int lane = threadIdx.x % kWarpSize;
-  const int quad_row = lane / 4;        // accumulator row g inside the warp's 16 rows
-  const int quad_col = (lane % 4) * 2;  // accumulator column c inside an n8 tile
+  const int quad_row = lane / 4;                      // accumulator row g inside a 16-row block
+  const int quad_col = (lane % 4) * 2;                // accumulator column c inside an n8 tile
+  const int warp_row0 = warp * Traits::kRowsPerWarp;  // first tile row of this warp
 
   const auto* q = static_cast<const Element*>(params.q) +
                   (int64_t(batch) * params.seqlen_q + q_begin) * params.q_token_stride +
@@ -89,16 +125,14 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
   const int32_t* tile_list = params.tile_lists + int64_t(slot) * params.num_tiles_k;
   const int tile_count = params.tile_counts[slot];
 
-  // This thread's two query rows: warp * 16 + g and + 8. Rows past seqlen_q act as padding.
-  int32_t seg_q[2];
-  int32_t pos_q[2];
-  for (int i = 0; i < 2; ++i) {
-    const int row = q_begin + warp * Traits::kRowsPerWarp + quad_row + 8 * i;
-    const bool valid = row < params.seqlen_q;
-    const int64_t index = int64_t(batch) * params.seqlen_q + row;
-    seg_q[i] = valid ? params.segment_ids_q[index] : 0;
-    pos_q[i] = valid ? params.positions_q[index] : 0;
-  }
+  // Segment ids and positions of the tile's query rows, kept in shared memory (registers are
+  // the scarce resource); rows past seqlen_q act as padding (segment 0: nothing visible).
+  for (int r = threadIdx.x; r < kBlockM; r += Traits::kNumThreads) {
+    const bool valid = q_begin + r < params.seqlen_q;
+    const int64_t index = int64_t(batch) * params.seqlen_q + q_begin + r;
+    s_seg_q[r] = valid ? params.segment_ids_q[index] : 0;
+    s_pos_q[r] = valid ? params.positions_q[index] : 0;
+  }  // visible to all warps after the first barrier of the tile loop
 
   // Issues the cp.async copies of key tile `entry` (encoded (tile << 1) | partial) into `stage`.
   auto issue_kv = [&](int entry, int stage) {
@@ -119,13 +153,20 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
     }
   };
 
-  float acc_o[kOTiles][4] = {};  // O rows g, g+8 of the warp: [n8 tile][c, c+1, c+8 row pair]
-  float row_max[2] = {-INFINITY, -INFINITY};  // running max of raw scores <q, k>
-  float row_sum[2] = {0.0f, 0.0f};            // this thread's partial of l (quad-reduced at end)
+  // O of rows (g, g+8) per row block: [m][n8 tile][(g, c), (g, c+1), (g+8, c), (g+8, c+1)].
+  float acc_o[kMTiles][kOTiles][4] = {};
+  float row_max[kRows];  // running max of raw scores <q, k>
+  float row_sum[kRows];  // this thread's partial of l (quad-reduced at the end)
+#pragma unroll
+  for (int i = 0; i < kRows; ++i) {
+    row_max[i] = -INFINITY;
+    row_sum[i] = 0.0f;
+  }
   uint32_t q_frag[kQFragSteps][4];
 
-  // ldmatrix row addresses: A operand (Q, 16 x 16) and B operand (K, two n8 tiles x k16).
-  const int a_row = warp * Traits::kRowsPerWarp + (lane & 15);
+  // ldmatrix row addresses: A operand (Q, 16 x 16), B operands (K: two n8 tiles x k16;
+  // V transposed: k16 x two n8 tiles).
+  const int a_row = warp_row0 + (lane & 15);
   const int a_chunk = lane >> 4;
   const int k_row = (lane & 7) + ((lane >> 4) << 3);
   const int k_chunk = (lane >> 3) & 1;
@@ -150,25 +191,38 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
 
       if constexpr (Traits::kQInRegisters) {
         if (it == 0) {
+#pragma unroll
           for (int d = 0; d < kDSteps; ++d)
             ldmatrix_x4(q_frag[d], s_q + swizzled_offset<kHeadDim>(a_row, 2 * d + a_chunk));
         }
       }
 
-      // S = Q K^T for this warp's 16 rows x kBlockN keys (fp32).
+      // S = Q K^T for this warp's rows x kBlockN keys (fp32); each K fragment feeds kMTiles MMAs.
       const Element* s_k_stage = s_k + stage * Traits::kKVElems;
-      float s[kSTiles][4] = {};
-#pragma unroll
+      float s[kMTiles][kSTiles][4] = {};
+      // Not unrolled over d when Q is re-read: the per-d ldmatrix addresses are then computed in
+      // the loop instead of held in registers, which O and S need.
+#pragma unroll(Traits::kQInRegisters ? kDSteps : 1)
       for (int d = 0; d < kDSteps; ++d) {
-        uint32_t(&a)[4] = q_frag[Traits::kQInRegisters ? d : 0];
-        if constexpr (!Traits::kQInRegisters)
-          ldmatrix_x4(a, s_q + swizzled_offset<kHeadDim>(a_row, 2 * d + a_chunk));
+        uint32_t a[kMTiles][4];
+#pragma unroll
+        for (int m = 0; m < kMTiles; ++m) {
+          if constexpr (Traits::kQInRegisters) {
+#pragma unroll
+            for (int x = 0; x < 4; ++x) a[m][x] = q_frag[d][x];
+          } else {
+            ldmatrix_x4(a[m], s_q + swizzled_offset<kHeadDim>(a_row + 16 * m, 2 * d + a_chunk));
+          }
+        }
 #pragma unroll
         for (int n = 0; n < kSTiles / 2; ++n) {
           uint32_t b[4];
           ldmatrix_x4(b, s_k_stage + swizzled_offset<kHeadDim>(16 * n + k_row, 2 * d + k_chunk));
-          Ops::mma(s[2 * n], a, b[0], b[1]);
-          Ops::mma(s[2 * n + 1], a, b[2], b[3]);
+#pragma unroll
+          for (int m = 0; m < kMTiles; ++m) {
+            Ops::mma(s[m][2 * n], a[m], b[0], b[1]);
+            Ops::mma(s[m][2 * n + 1], a[m], b[2], b[3]);
+          }
         }
       }
 
@@ -176,63 +230,82 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
       if (entry & 1) {
         const int32_t* s_seg = s_seg_k + stage * kBlockN;
         const int32_t* s_pos = s_pos_k + stage * kBlockN;
+        VisibleKeys keys[kRows];  // row i: row block i / 2, row g + 8 (i % 2)
+#pragma unroll
+        for (int i = 0; i < kRows; ++i) {
+          const int row = warp_row0 + 16 * (i / 2) + quad_row + 8 * (i % 2);
+          keys[i] = visible_keys(s_seg_q[row], s_pos_q[row], params.mask);
+        }
 #pragma unroll
         for (int t = 0; t < kSTiles; ++t) {
 #pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            const int col = 8 * t + quad_col + (e & 1);
-            const int r = e >> 1;
-            if (!visible(seg_q[r], pos_q[r], s_seg[col], s_pos[col], params.mask))
-              s[t][e] = -INFINITY;
+          for (int j = 0; j < 2; ++j) {
+            const int col = 8 * t + quad_col + j;
+            const int32_t key_seg = s_seg[col];
+            const int32_t key_pos = s_pos[col];
+#pragma unroll
+            for (int i = 0; i < kRows; ++i)
+              if (!keys[i].contains(key_seg, key_pos)) s[i / 2][t][2 * (i % 2) + j] = -INFINITY;
           }
         }
       }
 
-      // Online softmax: new row max (quad-reduced: 4 lanes share a row), rescale O and l.
+      // Online softmax per row: new max (quad-reduced: 4 lanes share a row), rescale O and l,
+      // P = 2^(s * scale * log2 e - m').
 #pragma unroll
-      for (int r = 0; r < 2; ++r) {
+      for (int i = 0; i < kRows; ++i) {
+        const int m = i / 2;
+        const int e0 = 2 * (i % 2);
         float tile_max = -INFINITY;
 #pragma unroll
         for (int t = 0; t < kSTiles; ++t)
-          tile_max = fmaxf(tile_max, fmaxf(s[t][2 * r], s[t][2 * r + 1]));
+          tile_max = fmaxf(tile_max, fmaxf(s[m][t][e0], s[m][t][e0 + 1]));
         tile_max = fmaxf(tile_max, __shfl_xor_sync(kFullMask, tile_max, 1));
         tile_max = fmaxf(tile_max, __shfl_xor_sync(kFullMask, tile_max, 2));
-        const float new_max = fmaxf(row_max[r], tile_max);
-        // A row with nothing visible yet keeps max -inf; use 0 so exp2(-inf - 0) = 0, not NaN.
+        const float new_max = fmaxf(row_max[i], tile_max);
+        // A row with nothing visible yet keeps max -inf; use 0 so 2^(-inf - 0) = 0, not NaN.
         const float max_scaled = new_max == -INFINITY ? 0.0f : new_max * params.scale_log2;
-        const float correction = exp2f(row_max[r] * params.scale_log2 - max_scaled);
-        row_max[r] = new_max;
-        row_sum[r] *= correction;
+        const float correction = fast_exp2(row_max[i] * params.scale_log2 - max_scaled);
+        row_max[i] = new_max;
+        row_sum[i] *= correction;
 #pragma unroll
         for (int t = 0; t < kOTiles; ++t) {
-          acc_o[t][2 * r] *= correction;
-          acc_o[t][2 * r + 1] *= correction;
+          acc_o[m][t][e0] *= correction;
+          acc_o[m][t][e0 + 1] *= correction;
         }
 #pragma unroll
         for (int t = 0; t < kSTiles; ++t) {
 #pragma unroll
-          for (int e = 2 * r; e < 2 * r + 2; ++e) {
-            s[t][e] = exp2f(fmaf(s[t][e], params.scale_log2, -max_scaled));  // P
-            row_sum[r] += s[t][e];
+          for (int e = e0; e < e0 + 2; ++e) {
+            s[m][t][e] = fast_exp2(fmaf(s[m][t][e], params.scale_log2, -max_scaled));
+            row_sum[i] += s[m][t][e];
           }
         }
       }
 
-      // O += P V: P re-packed as A fragments (two n8 S tiles = one k16 A tile).
+      // O += P V: P re-packed as A fragments (two n8 S tiles = one k16 A tile); each V fragment
+      // feeds kMTiles MMAs.
       const Element* s_v_stage = s_v + stage * Traits::kKVElems;
 #pragma unroll
       for (int kk = 0; kk < kNSteps; ++kk) {
-        const uint32_t a[4] = {Ops::pack(s[2 * kk][0], s[2 * kk][1]),
-                               Ops::pack(s[2 * kk][2], s[2 * kk][3]),
-                               Ops::pack(s[2 * kk + 1][0], s[2 * kk + 1][1]),
-                               Ops::pack(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+        uint32_t a[kMTiles][4];
+#pragma unroll
+        for (int m = 0; m < kMTiles; ++m) {
+          a[m][0] = Ops::pack(s[m][2 * kk][0], s[m][2 * kk][1]);
+          a[m][1] = Ops::pack(s[m][2 * kk][2], s[m][2 * kk][3]);
+          a[m][2] = Ops::pack(s[m][2 * kk + 1][0], s[m][2 * kk + 1][1]);
+          a[m][3] = Ops::pack(s[m][2 * kk + 1][2], s[m][2 * kk + 1][3]);
+        }
 #pragma unroll
         for (int n = 0; n < kOTiles / 2; ++n) {
           uint32_t b[4];
           ldmatrix_x4_trans(
               b, s_v_stage + swizzled_offset<kHeadDim>(16 * kk + v_row, 2 * n + v_chunk));
-          Ops::mma(acc_o[2 * n], a, b[0], b[1]);
-          Ops::mma(acc_o[2 * n + 1], a, b[2], b[3]);
+#pragma unroll
+          for (int m = 0; m < kMTiles; ++m) {
+            Ops::mma(acc_o[m][2 * n], a[m], b[0], b[1]);
+            Ops::mma(acc_o[m][2 * n + 1], a[m], b[2], b[3]);
+          }
         }
       }
       __syncthreads();  // every warp is done with `stage` before it is refilled
@@ -241,30 +314,30 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
   }
 
   // Row totals l = sum over the quad, then lse = m * scale + ln(l) (natural log).
-  float lse_row[2];
-  float inv_sum[2];
+  float lse_row[kRows];
+  float inv_sum[kRows];
 #pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    float sum = row_sum[r];
+  for (int i = 0; i < kRows; ++i) {
+    float sum = row_sum[i];
     sum += __shfl_xor_sync(kFullMask, sum, 1);
     sum += __shfl_xor_sync(kFullMask, sum, 2);
     const bool any = sum > 0.0f;
-    lse_row[r] = any ? row_max[r] * params.scale + logf(sum) : -INFINITY;
-    inv_sum[r] = any ? 1.0f / sum : 0.0f;
+    lse_row[i] = any ? row_max[i] * params.scale + logf(sum) : -INFINITY;
+    inv_sum[i] = any ? 1.0f / sum : 0.0f;
   }
 
-  const int warp_row0 = q_begin + warp * Traits::kRowsPerWarp;  // first query row of the warp
   if constexpr (!kMerge) {
-    // Direct: stage O (dtype) through the warp's own rows of s_q, then 16-byte coalesced stores.
-    Element* s_o = s_q + warp * Traits::kRowsPerWarp * kHeadDim;
+    // Direct: stage O (dtype) through the warp's own rows of s_q (no other warp reads them),
+    // then 16-byte coalesced stores.
+    Element* s_o = s_q + warp_row0 * kHeadDim;
 #pragma unroll
-    for (int t = 0; t < kOTiles; ++t) {
+    for (int i = 0; i < kRows; ++i) {
+      const int row = 16 * (i / 2) + quad_row + 8 * (i % 2);
 #pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        const int row = quad_row + 8 * r;  // column block t = chunk t of the row
-        const uint32_t pair =
-            Ops::pack(acc_o[t][2 * r] * inv_sum[r], acc_o[t][2 * r + 1] * inv_sum[r]);
-        *reinterpret_cast<uint32_t*>(s_o + swizzled_offset<kHeadDim>(row, t) + quad_col) = pair;
+      for (int t = 0; t < kOTiles; ++t) {  // n8 tile t = 16-byte chunk t of the row
+        const float* o = acc_o[i / 2][t] + 2 * (i % 2);
+        *reinterpret_cast<uint32_t*>(s_o + swizzled_offset<kHeadDim>(row, t) + quad_col) =
+            Ops::pack(o[0] * inv_sum[i], o[1] * inv_sum[i]);
       }
     }
     __syncwarp();
@@ -272,48 +345,50 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
     for (int i = lane; i < Traits::kRowsPerWarp * Traits::kChunksPerRow; i += kWarpSize) {
       const int r = i / Traits::kChunksPerRow;
       const int chunk = i % Traits::kChunksPerRow;
-      const int row = warp_row0 + r;
+      const int row = q_begin + warp_row0 + r;
       if (row >= params.seqlen_q) continue;
       const int64_t token = int64_t(batch) * params.seqlen_q + row;
       *reinterpret_cast<uint4*>(out + token * params.q_token_stride + chunk * kChunkElems) =
           *reinterpret_cast<const uint4*>(s_o + swizzled_offset<kHeadDim>(r, chunk));
     }
     if (lane % 4 == 0) {
-      for (int r = 0; r < 2; ++r) {
-        const int row = warp_row0 + quad_row + 8 * r;
+#pragma unroll
+      for (int i = 0; i < kRows; ++i) {
+        const int row = q_begin + warp_row0 + 16 * (i / 2) + quad_row + 8 * (i % 2);
         if (row < params.seqlen_q)
           params.lse[(int64_t(batch) * params.num_heads_q + head) * params.seqlen_q + row] =
-              lse_row[r];
+              lse_row[i];
       }
     }
   } else {
     // Merge (DESIGN.md §4): lse' = logaddexp(lse_acc, lse_s);
     //   out_acc = out_acc * exp(lse_acc - lse') + (O / l) * exp(lse_s - lse').
     // Lane 0 of each quad reads lse_acc once and shares it, so the later write cannot race a read.
-    float lse_old[2];
+    float lse_old[kRows];
 #pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      const int row = warp_row0 + quad_row + 8 * r;
+    for (int i = 0; i < kRows; ++i) {
+      const int row = q_begin + warp_row0 + 16 * (i / 2) + quad_row + 8 * (i % 2);
       const int64_t index = (int64_t(batch) * params.num_heads_q + head) * params.seqlen_q + row;
       const float mine = (lane % 4 == 0 && row < params.seqlen_q) ? params.lse_acc[index] : 0.0f;
-      lse_old[r] = __shfl_sync(kFullMask, mine, lane & ~3);
+      lse_old[i] = __shfl_sync(kFullMask, mine, lane & ~3);
     }
 #pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      const int row = warp_row0 + quad_row + 8 * r;
-      if (row >= params.seqlen_q || lse_row[r] == -INFINITY) continue;  // nothing to merge
-      const float hi = fmaxf(lse_old[r], lse_row[r]);
-      const float lse_new = hi + logf(expf(lse_old[r] - hi) + expf(lse_row[r] - hi));
-      const float w_old = expf(lse_old[r] - lse_new);  // 0 when lse_acc = -inf
-      const float w_new = expf(lse_row[r] - lse_new) * inv_sum[r];
+    for (int i = 0; i < kRows; ++i) {
+      const int row = q_begin + warp_row0 + 16 * (i / 2) + quad_row + 8 * (i % 2);
+      if (row >= params.seqlen_q || lse_row[i] == -INFINITY) continue;  // nothing to merge
+      const float hi = fmaxf(lse_old[i], lse_row[i]);
+      const float lse_new = hi + logf(expf(lse_old[i] - hi) + expf(lse_row[i] - hi));
+      const float w_old = expf(lse_old[i] - lse_new);  // 0 when lse_acc = -inf
+      const float w_new = expf(lse_row[i] - lse_new) * inv_sum[i];
       const int64_t token = int64_t(batch) * params.seqlen_q + row;
       float* out = params.out_acc + token * params.q_token_stride + int64_t(head) * kHeadDim;
 #pragma unroll
       for (int t = 0; t < kOTiles; ++t) {
+        const float* o_s = acc_o[i / 2][t] + 2 * (i % 2);
         float2* p = reinterpret_cast<float2*>(out + 8 * t + quad_col);
         float2 o = *p;
-        o.x = o.x * w_old + acc_o[t][2 * r] * w_new;
-        o.y = o.y * w_old + acc_o[t][2 * r + 1] * w_new;
+        o.x = o.x * w_old + o_s[0] * w_new;
+        o.y = o.y * w_old + o_s[1] * w_new;
         *p = o;
       }
       if (lane % 4 == 0)

@@ -1,56 +1,62 @@
 // Compile-time tile choices of the forward kernel (STYLE.md 3) and the one heuristic that picks
 // them per head_dim. Host and device code include this header.
 //
-// A CTA owns kBlockM query rows of one head (16 rows per warp, one m16 MMA row block each) and
-// streams key/value tiles of kBlockN tokens through a two-stage cp.async pipeline.
+// A CTA owns kBlockM query rows of one head (kRowsPerWarp rows per warp, kMTiles m16 MMA row
+// blocks each) and streams key/value tiles of kBlockN tokens through a two-stage cp.async
+// pipeline.
 #pragma once
 
 namespace ringpack::cuda {
 
-template <int kHeadDim_, int kBlockM_, int kBlockN_, class Element_>
+template <int kHeadDim_, int kBlockM_, int kBlockN_, int kNumWarps_, class Element_>
 struct ForwardTraits {
   using Element = Element_;  // __nv_bfloat16 or __half
   static constexpr int kHeadDim = kHeadDim_;
   static constexpr int kBlockM = kBlockM_;  // query rows per CTA
   static constexpr int kBlockN = kBlockN_;  // key/value tokens per pipeline stage
-  static constexpr int kRowsPerWarp = 16;   // one m16 MMA row block
-  static constexpr int kNumWarps = kBlockM / kRowsPerWarp;
+  static constexpr int kNumWarps = kNumWarps_;
   static constexpr int kNumThreads = kNumWarps * 32;
+  static constexpr int kRowsPerWarp = kBlockM / kNumWarps;
+  // m16 MMA row blocks per warp: two let every K/V fragment read from shared memory feed two
+  // MMAs, halving shared-memory traffic per MMA (the limiter of mma.sync attention).
+  static constexpr int kMTiles = kRowsPerWarp / 16;
   static constexpr int kStages = 2;  // double-buffered K/V
-  // Q fragments stay in registers across key tiles while they fit beside the O accumulator.
-  static constexpr bool kQInRegisters = kHeadDim <= 128;
+  // Q fragments stay in registers across key tiles only while they fit beside O and S.
+  static constexpr bool kQInRegisters = kMTiles == 1 && kHeadDim <= 128;
   static constexpr int kChunksPerRow = kHeadDim / 8;  // 16-byte chunks per token row
 
   static constexpr int kQElems = kBlockM * kHeadDim;
   static constexpr int kKVElems = kBlockN * kHeadDim;
-  // Shared memory: Q tile, K and V per stage, segment ids and positions of K per stage.
-  static constexpr int kSmemBytes =
-      int(sizeof(Element)) * (kQElems + 2 * kStages * kKVElems) + 2 * kStages * kBlockN * 4;
+  // Shared memory: Q tile, K and V per stage, segment ids and positions of K per stage and of
+  // the query rows.
+  static constexpr int kSmemBytes = int(sizeof(Element)) * (kQElems + 2 * kStages * kKVElems) +
+                                    2 * (kStages * kBlockN + kBlockM) * int(sizeof(int32_t));
 
   static_assert(kHeadDim % 64 == 0, "head_dim must be a multiple of 64 (swizzle width)");
-  static_assert(kBlockM % kRowsPerWarp == 0 && kBlockN % 16 == 0, "MMA tile multiples");
+  static_assert(kRowsPerWarp % 16 == 0 && kBlockN % 16 == 0, "MMA tile multiples");
 };
 
 // Tiles for one head_dim, and why:
-//  64:  128 x 128, 8 warps: small O accumulator (32 fp32/thread), so wide key tiles amortise the
-//       softmax and barriers; 80 KB shared memory.
-//  128: 128 x 64, 8 warps: O (64) + S (32) + Q (32) fp32/b32 registers per thread fit under 255
-//       without spills; 96 KB shared memory, one CTA of 8 warps per SM.
-//  256: 64 x 64, 4 warps: O alone is 128 registers per thread, so Q is re-read from shared
-//       memory; 160 KB shared memory.
+//  64:  128 x 64, 4 warps of 32 rows: O (64) + S (64) fp32 registers per thread (128 keys
+//       would spill S); 48 KB shared memory.
+//  128: 128 x 64, 4 warps of 32 rows: O (128) + S (64) registers per thread, Q re-read from
+//       shared memory; 96 KB shared memory, two CTAs (8 warps) per SM.
+//  256: 64 x 64, 4 warps of 16 rows: O alone is 128 registers per thread; 160 KB shared memory.
 struct ForwardTileConfig {
   int block_m;
   int block_n;
+  int num_warps;
 };
 
 constexpr ForwardTileConfig forward_tile_config(int head_dim) {
-  return head_dim == 64    ? ForwardTileConfig{128, 128}
-         : head_dim == 128 ? ForwardTileConfig{128, 64}
-                           : ForwardTileConfig{64, 64};
+  return head_dim == 64    ? ForwardTileConfig{128, 64, 4}
+         : head_dim == 128 ? ForwardTileConfig{128, 64, 4}
+                           : ForwardTileConfig{64, 64, 4};
 }
 
 template <int kHeadDim, class Element>
 using ForwardTraitsFor = ForwardTraits<kHeadDim, forward_tile_config(kHeadDim).block_m,
-                                       forward_tile_config(kHeadDim).block_n, Element>;
+                                       forward_tile_config(kHeadDim).block_n,
+                                       forward_tile_config(kHeadDim).num_warps, Element>;
 
 }  // namespace ringpack::cuda
