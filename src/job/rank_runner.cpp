@@ -3,6 +3,8 @@
 
 #include <memory>
 
+#include "comm/staging_communicator.h"
+
 namespace ringpack {
 namespace {
 
@@ -39,9 +41,14 @@ class BackendBuffer {
 }  // namespace
 
 RankResult run_rank(const RankShard& shard, const RunOptions& options, const BatchOptions& batch,
-                    Communicator& comm) {
+                    Communicator& host_comm) {
   std::unique_ptr<AttentionBackend> backend =
       make_backend(options.backend, options.backend_options);
+  // Device buffers travel between the in-process ranks through host staging.
+  StagingCommunicator staging(host_comm, *backend);
+  Communicator& comm = backend->memory_space() == MemorySpace::kDevice
+                           ? static_cast<Communicator&>(staging)
+                           : host_comm;
   const int n = shard.q.tokens;
 
   BackendBuffer q(*backend, shard.q), k(*backend, shard.k), v(*backend, shard.v);

@@ -74,9 +74,6 @@ RunReport run_job(const RunOptions& options, const ProgressFn& progress) {
     auto probe = make_backend(options.backend, options.backend_options);
     probe->check_supported(o.dtype, o.head_dim);
     report.backend = probe->name();
-    RINGPACK_CHECK(probe->memory_space() == MemorySpace::kHost || o.cp == 1, "backend '",
-                   report.backend, "' runs cp = 1 in this version (got --cp ", o.cp,
-                   "); its CP ranks need a device communicator: use --cp 1, or --backend cpu");
   }
   clock.lap("batch");
 
