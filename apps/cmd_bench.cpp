@@ -403,8 +403,8 @@ void run(const BenchCommand& c) {
     table << "# " << w.name << ": " << w.batch.seq_len << " tokens, " << w.documents
           << " documents, " << w.pairs << " visible pairs\n";
   table << std::left << std::setw(12) << "workload" << std::setw(10) << "impl" << std::setw(6)
-        << "pass" << std::right << std::setw(22) << "fwd ms" << std::setw(9) << "fwd TF/s"
-        << std::setw(22) << "bwd ms" << std::setw(9) << "bwd TF/s";
+        << "pass" << std::right << std::setw(25) << "fwd ms" << std::setw(9) << "fwd TF/s"
+        << std::setw(25) << "bwd ms" << std::setw(9) << "bwd TF/s";
   for (const std::string& p : peer_names) table << std::setw(16) << ("vs " + p + " f/b");
   table << "\n";
   std::vector<Result> all = results;
@@ -423,8 +423,8 @@ void run(const BenchCommand& c) {
       return fixed(t.median_ms, 3) + " (" + fixed(t.min_ms, 3) + "-" + fixed(t.max_ms, 3) + ")";
     };
     table << std::left << std::setw(12) << r.workload << std::setw(10) << r.impl << std::setw(6)
-          << r.pass << std::right << std::setw(22) << span(r.fwd) << std::setw(9)
-          << fixed(tflops(f, r.fwd.median_ms), 1) << std::setw(22)
+          << r.pass << std::right << std::setw(25) << span(r.fwd) << std::setw(9)
+          << fixed(tflops(f, r.fwd.median_ms), 1) << std::setw(25)
           << (r.has_bwd ? span(r.bwd) : "-") << std::setw(9)
           << (r.has_bwd ? fixed(tflops(kBackwardFlopFactor * f, r.bwd.median_ms), 1) : "-");
     json entry = {{"workload", r.workload},
