@@ -105,17 +105,6 @@ struct Timing {
   double max_ms = 0.0;
 };
 
-Timing summarize(std::vector<double> ms) {
-  std::sort(ms.begin(), ms.end());
-  Timing t;
-  if (ms.empty()) return t;
-  t.median_ms =
-      ms.size() % 2 ? ms[ms.size() / 2] : 0.5 * (ms[ms.size() / 2 - 1] + ms[ms.size() / 2]);
-  t.min_ms = ms.front();
-  t.max_ms = ms.back();
-  return t;
-}
-
 double tflops(double flops, double ms) {
   return ms > 0.0 ? flops / (ms * 1e-3) / 1e12 : 0.0;
 }
@@ -182,6 +171,17 @@ std::unique_ptr<DeviceArray> upload(const std::vector<T>& host) {
   RINGPACK_CUDA_CHECK(
       cudaMemcpy(array->ptr, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice));
   return array;
+}
+
+Timing summarize(std::vector<double> ms) {
+  std::sort(ms.begin(), ms.end());
+  Timing t;
+  if (ms.empty()) return t;
+  t.median_ms =
+      ms.size() % 2 ? ms[ms.size() / 2] : 0.5 * (ms[ms.size() / 2 - 1] + ms[ms.size() / 2]);
+  t.min_ms = ms.front();
+  t.max_ms = ms.back();
+  return t;
 }
 
 // Per-repetition CUDA-event times of fn() after `warmup` untimed calls.
@@ -258,6 +258,7 @@ double sampled_forward_error(const Workload& w, const BenchCommand& c, DType dty
 }
 
 Result bench_ours(const Workload& w, const BenchCommand& c, DType dtype) {
+  cuda::check_forward_supported(dtype, c.head_dim);
   const int s = w.batch.seq_len;
   AttentionDims dims{1, s, s, c.num_heads_q, c.num_heads_kv, c.head_dim};
   const size_t q_count = size_t(s) * c.num_heads_q * c.head_dim;
@@ -324,6 +325,16 @@ std::string device_name() {
   return prop.name;
 }
 
+#else
+
+Result bench_ours(const Workload&, const BenchCommand&, DType) {
+  RINGPACK_FAIL("ringpack was built without CUDA; rebuild with -DRINGPACK_CUDA=ON to benchmark");
+}
+
+std::string device_name() {
+  return "none";
+}
+
 #endif  // RINGPACK_WITH_CUDA
 
 std::vector<Result> load_peers(const std::string& path, std::string& peer_device) {
@@ -365,8 +376,6 @@ void run(const BenchCommand& c) {
   }
   if (c.layouts_only) return;
 
-#ifdef RINGPACK_WITH_CUDA
-  cuda::check_forward_supported(dtype, c.head_dim);
   std::vector<Result> results;
   for (const Workload& w : workloads) {
     std::cerr << "[ringpack] bench " << w.name << " (" << w.documents << " documents, " << w.pairs
@@ -475,9 +484,6 @@ void run(const BenchCommand& c) {
   }
   for (const Result& r : results)
     if (r.pass == "NO") throw CLI::RuntimeError(kExitFail);
-#else
-  RINGPACK_FAIL("ringpack was built without CUDA; rebuild with -DRINGPACK_CUDA=ON to benchmark");
-#endif
 }
 
 }  // namespace
