@@ -96,16 +96,13 @@ __global__ void __launch_bounds__(Traits::kDqKernelThreads, 1)
   float acc_dq[kHeadDim / kMmaN][4];  // [16 queries, head_dim] of this warp
   zero(acc_dq);
 
-  const TileRange mine = p.ranges_q[int64_t(b) * p.num_tiles_q + m_tile];
-  const bool mine_ragged = m0 + kBlockM > p.seqlen_q;
-  const bool others_ragged = p.seqlen_k % kBlockN != 0;
-  const TileRange* ranges_k = p.ranges_k + int64_t(b) * p.num_tiles_k;
+  const TileSummary mine = p.ranges_q[int64_t(b) * p.num_tiles_q + m_tile];
+  const TileSummary* ranges_k = p.ranges_k + int64_t(b) * p.num_tiles_k;
 
   int next_tile = 0;
   while (next_tile < p.num_tiles_k) {
     const int listed = build_tile_list<kThreads, Traits::kListCapacity, false>(
-        ranges_k, p.num_tiles_k, mine, mine_ragged, others_ragged, p.mask, tile_list, warp_counts,
-        &next_tile);
+        ranges_k, p.num_tiles_k, mine, p.mask, tile_list, warp_counts, &next_tile);
     if (listed > 0) {
       load_key_tile(0, entry_tile(tile_list[0]));
       cp_async_commit();
@@ -129,8 +126,9 @@ __global__ void __launch_bounds__(Traits::kDqKernelThreads, 1)
       float acc_dp[kBlockN / kMmaN][4];
       zero(acc_s);
       zero(acc_dp);
-      gemm_smem_nk<Element, kBlockN, kHeadDim, TileQ, TileKV>(acc_s, smem_q, query0, smem_k, lane);
-      gemm_smem_nk<Element, kBlockN, kHeadDim, TileQ, TileKV>(acc_dp, smem_dout, query0, smem_v,
+      gemm_smem_nk<Element, kBlockN, kHeadDim, TileQ, TileKV>(acc_s, smem_q, query0, smem_k, 0,
+                                                              lane);
+      gemm_smem_nk<Element, kBlockN, kHeadDim, TileQ, TileKV>(acc_dp, smem_dout, query0, smem_v, 0,
                                                               lane);
       // dS = P (dP - delta), P = exp2(scale_log2 S - lse_log2), masked entries 0.
 #pragma unroll
@@ -149,7 +147,7 @@ __global__ void __launch_bounds__(Traits::kDqKernelThreads, 1)
       }
       uint32_t frag_ds[kBlockN / kMmaK][4];
       pack_a<Element, kBlockN>(frag_ds, acc_dp);
-      gemm_reg_kn<Element, kHeadDim, kBlockN, TileKV>(acc_dq, frag_ds, smem_k, 0, lane);
+      gemm_reg_kn<Element, kHeadDim, kBlockN, TileKV>(acc_dq, frag_ds, smem_k, 0, 0, lane);
     }
     cp_async_wait<0>();
     __syncthreads();  // the list and the buffers are reused by the next round
@@ -165,8 +163,8 @@ __global__ void __launch_bounds__(Traits::kDqKernelThreads, 1)
     for (int nt = 0; nt < kHeadDim / kMmaN; ++nt) {
       float2* dq = reinterpret_cast<float2*>(dq_row + nt * kMmaN);
       float2 value = *dq;
-      value.x += p.scale * acc_dq[nt][2 * r];
-      value.y += p.scale * acc_dq[nt][2 * r + 1];
+      value.x += __fmul_rn(p.scale, acc_dq[nt][2 * r]);
+      value.y += __fmul_rn(p.scale, acc_dq[nt][2 * r + 1]);
       *dq = value;
     }
   }

@@ -1,7 +1,7 @@
 // The dK/dV kernel of the backward (FlashAttention-2 style, mma.sync m16n8k16): a CTA owns
-// kBlockN keys of one kv head and walks the non-skipped query tiles of every query head of its
-// GQA group. Per query tile, with the final forward LSE and delta = rowsum(dO * O)
-// (DESIGN.md §2):
+// kBlockN keys of one kv head and walks the non-skipped query tiles of the query heads of its
+// GQA group (all of them, or 1/head_splits of them: backward_head_splits in backward_traits.h).
+// Per query tile, with the final forward LSE and delta = rowsum(dO * O) (DESIGN.md §2):
 //   S^T  = K Q^T                      [kBlockN, kBlockM]   (each warp: 16 keys)
 //   P^T  = exp(scale S^T - lse)       masked entries 0; a query with lse = -inf gives 0
 //   dV  += P^T dO                     registers
@@ -10,7 +10,7 @@
 //   dK  += dS^T Q                     registers, scaled once at the end
 //   dQ  += scale dS K                 dS^T through shared memory, fp32 atomics (unless the
 //                                     deterministic dQ kernel does it)
-// dK and dV are added (+=) into the fp32 accumulators at the end; the CTA owns its rows.
+// dK and dV are added (+=) into the fp32 accumulators at the end.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -109,9 +109,11 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
   constexpr int kHeadDim = Traits::kHeadDim;
   constexpr int kBlockM = Traits::kBlockM;
   constexpr int kBlockN = Traits::kBlockN;
+  constexpr int kSubM = Traits::kSubM;
 
   const int n_tile = blockIdx.x;
-  const int h_kv = blockIdx.y;
+  const int h_kv = blockIdx.y / p.head_splits;
+  const int split = blockIdx.y % p.head_splits;  // which query heads of the group this CTA walks
   const int b = blockIdx.z;
   const int thread = threadIdx.x;
   const int warp = thread / kWarpSize;
@@ -155,18 +157,16 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
   zero(acc_dk);
   zero(acc_dv);
 
-  const TileRange mine = p.ranges_k[int64_t(b) * p.num_tiles_k + n_tile];
-  const bool mine_ragged = n0 + kBlockN > p.seqlen_k;
-  const bool others_ragged = p.seqlen_q % kBlockM != 0;
-  const TileRange* ranges_q = p.ranges_q + int64_t(b) * p.num_tiles_q;
-  const int h_first = h_kv * p.group_size;
+  const TileSummary mine = p.ranges_k[int64_t(b) * p.num_tiles_k + n_tile];
+  const TileSummary* ranges_q = p.ranges_q + int64_t(b) * p.num_tiles_q;
+  const int heads_per_cta = p.group_size / p.head_splits;
+  const int h_first = h_kv * p.group_size + split * heads_per_cta;
 
   int next_tile = 0;
   while (next_tile < p.num_tiles_q) {
     const int listed = build_tile_list<Traits::kThreads, Traits::kListCapacity, true>(
-        ranges_q, p.num_tiles_q, mine, mine_ragged, others_ragged, p.mask, tile_list, warp_counts,
-        &next_tile);
-    const int steps = listed * p.group_size;  // (query head, listed tile) pairs
+        ranges_q, p.num_tiles_q, mine, p.mask, tile_list, warp_counts, &next_tile);
+    const int steps = listed * heads_per_cta;  // (query head, listed tile) pairs
     if (steps > 0) {
       load_query_tile<Traits>(p, query_tile_smem<Traits>(smem_q, smem_vectors, 0), b, h_first,
                               entry_tile(tile_list[0]));
@@ -189,87 +189,117 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
       }
       cp_async_commit();
 
-      // S^T = K Q^T and dP^T = V dO^T: [16 keys, kBlockM queries] per warp.
-      float acc_s[kBlockM / kMmaN][4];
-      float acc_dp[kBlockM / kMmaN][4];
-      zero(acc_s);
-      zero(acc_dp);
-      gemm_smem_nk<Element, kBlockM, kHeadDim, TileKV, TileQ>(acc_s, smem_k, key0, cur.q, lane);
-      gemm_smem_nk<Element, kBlockM, kHeadDim, TileKV, TileQ>(acc_dp, smem_v, key0, cur.dout, lane);
+      // The query tile in register sub-tiles of kSubM queries (S^T and dP^T of one sub-tile are
+      // live at a time; not unrolled, so the compiler cannot interleave two sub-tiles).
+#pragma unroll 1
+      for (int sub = 0; sub < kBlockM; sub += kSubM) {
+        // S^T = K Q^T and dP^T = V dO^T: [16 keys, kSubM queries] per warp.
+        float acc_s[kSubM / kMmaN][4];
+        float acc_dp[kSubM / kMmaN][4];
+        zero(acc_s);
+        zero(acc_dp);
+        gemm_smem_nk<Element, kSubM, kHeadDim, TileKV, TileQ>(acc_s, smem_k, key0, cur.q, sub,
+                                                              lane);
+        gemm_smem_nk<Element, kSubM, kHeadDim, TileKV, TileQ>(acc_dp, smem_v, key0, cur.dout, sub,
+                                                              lane);
 
-      // P^T = exp2(scale_log2 S^T - lse_log2); dS^T = P^T (dP^T - delta). acc_s becomes P^T,
-      // acc_dp becomes dS^T.
+        // P^T = exp2(scale_log2 S^T - lse_log2); dS^T = P^T (dP^T - delta). acc_s becomes P^T,
+        // acc_dp becomes dS^T.
 #pragma unroll
-      for (int nt = 0; nt < kBlockM / kMmaN; ++nt) {
+        for (int nt = 0; nt < kSubM / kMmaN; ++nt) {
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int col = nt * kMmaN + 2 * quad + (e & 1);
-          const int r = e / 2;
-          float x = acc_s[nt][e] * p.scale_log2 - lse_to_log2(cur.lse[col]);
-          if (partial &&
-              !visible(cur.segment[col], cur.position[col], segment_k[r], position_k[r], p.mask)) {
-            x = -INFINITY;
+          for (int e = 0; e < 4; ++e) {
+            const int col = sub + nt * kMmaN + 2 * quad + (e & 1);
+            const int r = e / 2;
+            float x = acc_s[nt][e] * p.scale_log2 - lse_to_log2(cur.lse[col]);
+            if (partial && !visible(cur.segment[col], cur.position[col], segment_k[r],
+                                    position_k[r], p.mask)) {
+              x = -INFINITY;
+            }
+            const float prob = exp2f(x);
+            acc_s[nt][e] = prob;
+            acc_dp[nt][e] = prob * (acc_dp[nt][e] - cur.delta[col]);
           }
-          const float prob = exp2f(x);
-          acc_s[nt][e] = prob;
-          acc_dp[nt][e] = prob * (acc_dp[nt][e] - cur.delta[col]);
+        }
+
+        // dV += P^T dO, dK += dS^T Q (A operands straight from the accumulator registers).
+        {
+          uint32_t frag_p[kSubM / kMmaK][4];
+          pack_a<Element, kSubM>(frag_p, acc_s);
+          gemm_reg_kn<Element, kHeadDim, kSubM, TileQ>(acc_dv, frag_p, cur.dout, sub, 0, lane);
+        }
+        uint32_t frag_ds[kSubM / kMmaK][4];
+        pack_a<Element, kSubM>(frag_ds, acc_dp);
+        gemm_reg_kn<Element, kHeadDim, kSubM, TileQ>(acc_dk, frag_ds, cur.q, sub, 0, lane);
+
+        // dS^T -> shared memory [kBlockN keys, kBlockM queries] for the dQ reduction over keys.
+        if (p.accumulate_dq) {
+#pragma unroll
+          for (int s = 0; s < kSubM / kMmaK; ++s) {
+            const int col = sub + s * kMmaK + 2 * quad;
+            const int row = key0 + group;
+            *reinterpret_cast<uint32_t*>(smem_ds + TileDs::offset(row, col)) = frag_ds[s][0];
+            *reinterpret_cast<uint32_t*>(smem_ds + TileDs::offset(row + 8, col)) = frag_ds[s][1];
+            *reinterpret_cast<uint32_t*>(smem_ds + TileDs::offset(row, col + 8)) = frag_ds[s][2];
+            *reinterpret_cast<uint32_t*>(smem_ds + TileDs::offset(row + 8, col + 8)) =
+                frag_ds[s][3];
+          }
         }
       }
 
-      // dV += P^T dO, dK += dS^T Q (A operands straight from the accumulator registers).
-      {
-        uint32_t frag_p[kBlockM / kMmaK][4];
-        pack_a<Element, kBlockM>(frag_p, acc_s);
-        gemm_reg_kn<Element, kHeadDim, kBlockM, TileQ>(acc_dv, frag_p, cur.dout, 0, lane);
-      }
-      uint32_t frag_ds[kBlockM / kMmaK][4];
-      pack_a<Element, kBlockM>(frag_ds, acc_dp);
-      gemm_reg_kn<Element, kHeadDim, kBlockM, TileQ>(acc_dk, frag_ds, cur.q, 0, lane);
-
       if (!p.accumulate_dq) continue;
-
-        // dS^T -> shared memory [kBlockN keys, kBlockM queries] for the dQ reduction over keys.
-#pragma unroll
-      for (int s = 0; s < kBlockM / kMmaK; ++s) {
-        const int col = s * kMmaK + 2 * quad;
-        const int row = key0 + group;
-        *reinterpret_cast<uint32_t*>(smem_ds + TileDs::offset(row, col)) = frag_ds[s][0];
-        *reinterpret_cast<uint32_t*>(smem_ds + TileDs::offset(row + 8, col)) = frag_ds[s][1];
-        *reinterpret_cast<uint32_t*>(smem_ds + TileDs::offset(row, col + 8)) = frag_ds[s][2];
-        *reinterpret_cast<uint32_t*>(smem_ds + TileDs::offset(row + 8, col + 8)) = frag_ds[s][3];
-      }
       __syncthreads();
 
-      // dQ[kBlockM, head_dim] = scale dS K: warp (wm, wn) owns rows [16 wm, +16) and columns
-      // [kDqCols wn, +kDqCols); the sum runs over the kBlockN keys of the tile.
+      // dQ[kBlockM, head_dim] = scale dS K: warp (wm, wn) owns rows [kDqRows wm, +kDqRows) and
+      // columns [kDqCols wn, +kDqCols); the sum runs over the kBlockN keys of the tile.
+      constexpr int kDqMTiles = Traits::kDqRows / kMmaM;
       const int wm = warp % Traits::kDqWarpsM;
       const int wn = warp / Traits::kDqWarpsM;
-      float acc_dq[Traits::kDqCols / kMmaN][4];
-      zero(acc_dq);
+      float acc_dq[kDqMTiles][Traits::kDqCols / kMmaN][4];
+#pragma unroll
+      for (int mt = 0; mt < kDqMTiles; ++mt) zero(acc_dq[mt]);
       const LaneOffset<TileDs> lane_ds = lane_a_trans<TileDs>(lane);
       const LaneOffset<TileKV> lane_k = lane_b_kn<TileKV>(lane);
 #pragma unroll
       for (int k = 0; k < kBlockN; k += kMmaK) {
-        uint32_t a[4];
-        load_a_trans(a, smem_ds, lane_ds, wm * kMmaM, k);
+        uint32_t a[kDqMTiles][4];
+#pragma unroll
+        for (int mt = 0; mt < kDqMTiles; ++mt) {
+          load_a_trans(a[mt], smem_ds, lane_ds, wm * Traits::kDqRows + mt * kMmaM, k);
+        }
 #pragma unroll
         for (int n = 0; n < Traits::kDqCols; n += 2 * kMmaN) {
           uint32_t frag_b[4];
           load_b_kn(frag_b, smem_k, lane_k, wn * Traits::kDqCols + n, k);
-          ElementOps<Element>::mma(acc_dq[n / kMmaN], a, frag_b[0], frag_b[1]);
-          ElementOps<Element>::mma(acc_dq[n / kMmaN + 1], a, frag_b[2], frag_b[3]);
+#pragma unroll
+          for (int mt = 0; mt < kDqMTiles; ++mt) {
+            ElementOps<Element>::mma(acc_dq[mt][n / kMmaN], a[mt], frag_b[0], frag_b[1]);
+            ElementOps<Element>::mma(acc_dq[mt][n / kMmaN + 1], a[mt], frag_b[2], frag_b[3]);
+          }
         }
       }
+      // One float4 atomic per 4 columns: lanes of a pair swap halves so that the even lane holds
+      // 4 columns of row g and the odd lane 4 columns of row g + 8.
+      const bool odd = (quad & 1) != 0;
 #pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        const int query = m * kBlockM + wm * kMmaM + group + 8 * r;
-        if (query >= p.seqlen_q) continue;
+      for (int mt = 0; mt < kDqMTiles; ++mt) {
+        const int query = m * kBlockM + wm * Traits::kDqRows + mt * kMmaM + group + (odd ? 8 : 0);
         float* dq_row = p.dq + (int64_t(b) * p.seqlen_q + query) * p.row_stride_q +
-                        int64_t(h) * kHeadDim + wn * Traits::kDqCols + 2 * quad;
+                        int64_t(h) * kHeadDim + wn * Traits::kDqCols + 2 * (quad & ~1);
 #pragma unroll
         for (int nt = 0; nt < Traits::kDqCols / kMmaN; ++nt) {
-          atomicAdd(reinterpret_cast<float2*>(dq_row + nt * kMmaN),
-                    make_float2(p.scale * acc_dq[nt][2 * r], p.scale * acc_dq[nt][2 * r + 1]));
+          const float* c = acc_dq[mt][nt];
+          const float send0 = odd ? c[0] : c[2];
+          const float send1 = odd ? c[1] : c[3];
+          const float recv0 = __shfl_xor_sync(0xffffffffu, send0, 1);
+          const float recv1 = __shfl_xor_sync(0xffffffffu, send1, 1);
+          const float4 value =
+              odd ? make_float4(recv0, recv1, c[2], c[3]) : make_float4(c[0], c[1], recv0, recv1);
+          if (query < p.seqlen_q) {
+            atomicAdd(reinterpret_cast<float4*>(dq_row + nt * kMmaN),
+                      make_float4(p.scale * value.x, p.scale * value.y, p.scale * value.z,
+                                  p.scale * value.w));
+          }
         }
       }
     }
@@ -277,7 +307,10 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
     __syncthreads();  // the list and the buffers are reused by the next round
   }
 
-  // dK += scale dK_tile, dV += dV_tile (fp32, read-modify-write: this CTA owns these rows).
+  // dK += scale dK_tile, dV += dV_tile (fp32). With one CTA per key tile (head_splits = 1) it
+  // owns these rows: read-modify-write, with the product rounded before the add (no FMA), so a
+  // step adds exactly its own contribution. With head_splits > 1 the CTAs of one key tile add
+  // with fp32 atomics.
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     const int key = n0 + key0 + group + 8 * r;
@@ -288,14 +321,22 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
     for (int nt = 0; nt < kHeadDim / kMmaN; ++nt) {
       float2* dk = reinterpret_cast<float2*>(p.dk + row_offset + nt * kMmaN);
       float2* dv = reinterpret_cast<float2*>(p.dv + row_offset + nt * kMmaN);
-      float2 dk_value = *dk;
-      float2 dv_value = *dv;
-      dk_value.x += p.scale * acc_dk[nt][2 * r];
-      dk_value.y += p.scale * acc_dk[nt][2 * r + 1];
-      dv_value.x += acc_dv[nt][2 * r];
-      dv_value.y += acc_dv[nt][2 * r + 1];
-      *dk = dk_value;
-      *dv = dv_value;
+      const float2 dk_add = make_float2(__fmul_rn(p.scale, acc_dk[nt][2 * r]),
+                                        __fmul_rn(p.scale, acc_dk[nt][2 * r + 1]));
+      const float2 dv_add = make_float2(acc_dv[nt][2 * r], acc_dv[nt][2 * r + 1]);
+      if (p.head_splits > 1) {
+        atomicAdd(dk, dk_add);
+        atomicAdd(dv, dv_add);
+      } else {
+        float2 dk_value = *dk;
+        float2 dv_value = *dv;
+        dk_value.x += dk_add.x;
+        dk_value.y += dk_add.y;
+        dv_value.x += dv_add.x;
+        dv_value.y += dv_add.y;
+        *dk = dk_value;
+        *dv = dv_value;
+      }
     }
   }
 }

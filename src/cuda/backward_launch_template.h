@@ -5,6 +5,7 @@
 #include "cuda/backward_dq_kernel.h"
 #include "cuda/backward_kernel.h"
 #include "cuda/backward_launch.h"
+#include "cuda/backward_tile_summary.h"
 #include "cuda/backward_traits.h"
 #include "cuda/cuda_check.h"
 #include "cuda/tile_ranges.h"
@@ -18,31 +19,32 @@ void run_backward_instance(BackwardParams params, bool deterministic, cudaStream
   params.num_tiles_q = num_tiles(params.seqlen_q, Traits::kBlockM);
   params.num_tiles_k = num_tiles(params.seqlen_k, Traits::kBlockN);
   params.accumulate_dq = !deterministic;
+  params.head_splits = backward_head_splits(params.group_size, deterministic);
   if (batch == 0 || params.seqlen_q == 0 || params.seqlen_k == 0) return;
 
-  // Scratch: per-tile ranges of both sides at the tiles of each kernel, stream-ordered.
+  // Scratch: per-tile summaries of both sides at the tiles of each kernel, stream-ordered.
   const int dq_tiles_q = num_tiles(params.seqlen_q, Traits::kDqBlockM);
   const int dq_tiles_k = num_tiles(params.seqlen_k, Traits::kDqBlockN);
   const size_t counts[4] = {size_t(batch) * params.num_tiles_q, size_t(batch) * params.num_tiles_k,
                             deterministic ? size_t(batch) * dq_tiles_q : 0,
                             deterministic ? size_t(batch) * dq_tiles_k : 0};
-  TileRange* ranges = nullptr;
-  RINGPACK_CUDA_CHECK(
-      cudaMallocAsync(reinterpret_cast<void**>(&ranges),
-                      (counts[0] + counts[1] + counts[2] + counts[3]) * sizeof(TileRange), stream));
-  TileRange* ranges_q = ranges;
-  TileRange* ranges_k = ranges_q + counts[0];
-  compute_tile_ranges(params.segment_ids_q, params.positions_q, batch, params.seqlen_q,
-                      Traits::kBlockM, ranges_q, stream);
-  compute_tile_ranges(params.segment_ids_k, params.positions_k, batch, params.seqlen_k,
-                      Traits::kBlockN, ranges_k, stream);
+  TileSummary* ranges = nullptr;
+  RINGPACK_CUDA_CHECK(cudaMallocAsync(
+      reinterpret_cast<void**>(&ranges),
+      (counts[0] + counts[1] + counts[2] + counts[3]) * sizeof(TileSummary), stream));
+  TileSummary* ranges_q = ranges;
+  TileSummary* ranges_k = ranges_q + counts[0];
+  compute_tile_summaries(params.segment_ids_q, params.positions_q, batch, params.seqlen_q,
+                         Traits::kBlockM, ranges_q, stream);
+  compute_tile_summaries(params.segment_ids_k, params.positions_k, batch, params.seqlen_k,
+                         Traits::kBlockN, ranges_k, stream);
   params.ranges_q = ranges_q;
   params.ranges_k = ranges_k;
 
   const auto dkdv_kernel = bwd::backward_dkdv_kernel<Traits>;
   RINGPACK_CUDA_CHECK(cudaFuncSetAttribute(dkdv_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                            Traits::kSmemBytes));
-  const dim3 dkdv_grid(params.num_tiles_k, params.num_heads_kv, batch);
+  const dim3 dkdv_grid(params.num_tiles_k, params.num_heads_kv * params.head_splits, batch);
   dkdv_kernel<<<dkdv_grid, Traits::kThreads, Traits::kSmemBytes, stream>>>(params);
   RINGPACK_CHECK_LAUNCH();
 
@@ -50,12 +52,12 @@ void run_backward_instance(BackwardParams params, bool deterministic, cudaStream
     BackwardParams dq_params = params;
     dq_params.num_tiles_q = dq_tiles_q;
     dq_params.num_tiles_k = dq_tiles_k;
-    TileRange* dq_ranges_q = ranges_k + counts[1];
-    TileRange* dq_ranges_k = dq_ranges_q + counts[2];
-    compute_tile_ranges(params.segment_ids_q, params.positions_q, batch, params.seqlen_q,
-                        Traits::kDqBlockM, dq_ranges_q, stream);
-    compute_tile_ranges(params.segment_ids_k, params.positions_k, batch, params.seqlen_k,
-                        Traits::kDqBlockN, dq_ranges_k, stream);
+    TileSummary* dq_ranges_q = ranges_k + counts[1];
+    TileSummary* dq_ranges_k = dq_ranges_q + counts[2];
+    compute_tile_summaries(params.segment_ids_q, params.positions_q, batch, params.seqlen_q,
+                           Traits::kDqBlockM, dq_ranges_q, stream);
+    compute_tile_summaries(params.segment_ids_k, params.positions_k, batch, params.seqlen_k,
+                           Traits::kDqBlockN, dq_ranges_k, stream);
     dq_params.ranges_q = dq_ranges_q;
     dq_params.ranges_k = dq_ranges_k;
     const auto dq_kernel = bwd::backward_dq_kernel<Traits>;

@@ -216,11 +216,11 @@ __device__ inline void load_b_kn(uint32_t (&b)[4], const uint16_t* smem, const L
 
 // ---- warp-level GEMMs -------------------------------------------------------------------------
 
-// acc[16 x kN] += A[16 x kK] * B[kK x kN]: A rows m0.. (a multiple of 16) of a tile stored
-// A[m][k], B stored B^T[n][k] (both K-contiguous, as Q K^T and dO V^T).
+// acc[16 x kN] += A[16 x kK] * B[kK x kN]: A rows m0.. of a tile stored A[m][k], B rows n0..
+// of a tile stored B^T[n][k] (both K-contiguous, as Q K^T and dO V^T); m0, n0 multiples of 16.
 template <class Element, int kN, int kK, class TileA, class TileB>
 __device__ inline void gemm_smem_nk(float (&acc)[kN / kMmaN][4], const uint16_t* smem_a, int m0,
-                                    const uint16_t* smem_b, int lane) {
+                                    const uint16_t* smem_b, int n0, int lane) {
   const LaneOffset<TileA> lane_offset_a = lane_a<TileA>(lane);
   const LaneOffset<TileB> lane_offset_b = lane_b_nk<TileB>(lane);
 #pragma unroll
@@ -230,7 +230,7 @@ __device__ inline void gemm_smem_nk(float (&acc)[kN / kMmaN][4], const uint16_t*
 #pragma unroll
     for (int n = 0; n < kN; n += 2 * kMmaN) {
       uint32_t b[4];
-      load_b_nk(b, smem_b, lane_offset_b, n, k);
+      load_b_nk(b, smem_b, lane_offset_b, n0 + n, k);
       ElementOps<Element>::mma(acc[n / kMmaN], a, b[0], b[1]);
       ElementOps<Element>::mma(acc[n / kMmaN + 1], a, b[2], b[3]);
     }
@@ -238,17 +238,17 @@ __device__ inline void gemm_smem_nk(float (&acc)[kN / kMmaN][4], const uint16_t*
 }
 
 // acc[16 x kN] += A[16 x kK] * B[kK x kN]: A in registers (packed k16 fragments, from C
-// fragments), B columns n0.. (a multiple of 16) of a tile stored B[k][n].
+// fragments), B rows k0.., columns n0.. of a tile stored B[k][n]; k0, n0 multiples of 16.
 template <class Element, int kN, int kK, class TileB>
 __device__ inline void gemm_reg_kn(float (&acc)[kN / kMmaN][4], const uint32_t (&a)[kK / kMmaK][4],
-                                   const uint16_t* smem_b, int n0, int lane) {
+                                   const uint16_t* smem_b, int k0, int n0, int lane) {
   const LaneOffset<TileB> lane_offset_b = lane_b_kn<TileB>(lane);
 #pragma unroll
   for (int k = 0; k < kK; k += kMmaK) {
 #pragma unroll
     for (int n = 0; n < kN; n += 2 * kMmaN) {
       uint32_t b[4];
-      load_b_kn(b, smem_b, lane_offset_b, n0 + n, k);
+      load_b_kn(b, smem_b, lane_offset_b, n0 + n, k0 + k);
       ElementOps<Element>::mma(acc[n / kMmaN], a[k / kMmaK], b[0], b[1]);
       ElementOps<Element>::mma(acc[n / kMmaN + 1], a[k / kMmaK], b[2], b[3]);
     }

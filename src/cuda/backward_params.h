@@ -6,7 +6,7 @@
 
 #include <cstdint>
 
-#include "core/tile_mask.h"
+#include "cuda/backward_tile_summary.h"
 #include "ringpack/mask.h"
 
 namespace ringpack::cuda {
@@ -24,9 +24,9 @@ struct BackwardParams {
   const int32_t* segment_ids_k;  // [batch, seqlen_k]
   const int32_t* positions_k;    // [batch, seqlen_k]
 
-  // Per-tile ranges of ids and positions (tile_ranges.h); tile sizes are the traits' tiles.
-  const TileRange* ranges_q;  // [batch, ceil(seqlen_q / tile_q)]
-  const TileRange* ranges_k;  // [batch, ceil(seqlen_k / tile_k)]
+  // Per-tile summaries (backward_tile_summary.h) at the tiles of the kernel that reads them.
+  const TileSummary* ranges_q;  // [batch, ceil(seqlen_q / tile_q)]
+  const TileSummary* ranges_k;  // [batch, ceil(seqlen_k / tile_k)]
 
   // fp32 accumulators, added to (+=).
   float* dq;  // [batch, seqlen_q, num_heads_q, head_dim]
@@ -40,6 +40,8 @@ struct BackwardParams {
   int num_heads_kv;
   int head_dim;
   int group_size;   // num_heads_q / num_heads_kv: query heads per kv head
+  int head_splits;  // dK/dV kernel: CTAs per (key tile, kv head), each walking group_size /
+                    // head_splits query heads; > 1 adds dK/dV with atomics
   int num_tiles_q;  // ceil(seqlen_q / tile_q) of the kernel that reads ranges_q
   int num_tiles_k;  // ceil(seqlen_k / tile_k) of the kernel that reads ranges_k
   MaskSpec mask;

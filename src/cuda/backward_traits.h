@@ -8,14 +8,28 @@ namespace ringpack::cuda {
 
 // Tile heuristic (H100/H200, mma.sync): a CTA of 8 warps owns kBlockN = 128 keys, 16 per warp, so
 // each warp keeps its dK and dV rows in registers (2 * 16 * head_dim fp32 per warp: 64 registers a
-// thread each at head_dim 128). Query tiles of 64 keep S^T and dP^T at 32 registers each, which
-// fits 255 registers at head_dim 64; at head_dim 128 (64 + 64 registers of dK, dV) query tiles
-// of 32 are the largest that do not spill. The [kBlockM, head_dim] dQ tile of each step is split
-// over the 8 warps for the atomic reduction.
+// thread each at head_dim 128). A step loads a query tile of kBlockM = 64 (one barrier pair and
+// one cp.async stage per 64 queries) and computes it in register sub-tiles of kSubM queries:
+// S^T and dP^T of 64 queries (32 + 32 registers) fit beside dK, dV at head_dim 64; at head_dim
+// 128 sub-tiles of 32 are the largest that do not spill. The [kBlockM, head_dim] dQ tile of each
+// step is split over the 8 warps for the atomic reduction.
 constexpr int backward_block_m(int head_dim) {
+  return head_dim <= 128 ? 64 : 32;
+}
+constexpr int backward_sub_m(int head_dim) {
   return head_dim <= 64 ? 64 : 32;
 }
 constexpr int kBackwardWarps = 8;
+
+// CTAs per (key tile, kv head) of the dK/dV kernel. One CTA walking every query head of its GQA
+// group serialises group_size times the query tiles of its key tile: on packed rows the CTAs at
+// the start of the longest documents then outlast the average load of an SM (packed-16k: 1024
+// steps against about 780 per SM), so the atomic mode gives each query head its own CTA and adds
+// dK/dV with fp32 atomics (a few per key, against dQ's one per query and key tile). The
+// deterministic mode keeps one CTA, whose read-modify-write is ordered.
+constexpr int backward_head_splits(int group_size, bool deterministic) {
+  return deterministic ? 1 : group_size;
+}
 
 template <class Element_, int kHeadDim_>
 struct BackwardTraits {
@@ -28,12 +42,19 @@ struct BackwardTraits {
   static constexpr int kThreads = kWarps * bwd::kWarpSize;
   static constexpr int kBlockN = bwd::kMmaM * kWarps;
   static constexpr int kBlockM = backward_block_m(kHeadDim);
+  static constexpr int kSubM = backward_sub_m(kHeadDim);
+  static_assert(kBlockM % kSubM == 0, "whole register sub-tiles per query tile");
 
-  // dQ reduction inside the dK/dV kernel: the [kBlockM, kHeadDim] tile split over the warps.
-  static constexpr int kDqWarpsM = kBlockM / bwd::kMmaM;
+  // dQ reduction inside the dK/dV kernel: the [kBlockM, kHeadDim] tile split over the warps in
+  // warp tiles of kDqRows x kDqCols (32 x 32 at head_dim 128: each A and B fragment feeds two
+  // MMAs, the least shared-memory traffic per MMA of the splits over 8 warps).
+  static constexpr int kDqWarpsM = kBlockM / 32 > 0 ? kBlockM / 32 : 1;
   static constexpr int kDqWarpsN = kWarps / kDqWarpsM;
+  static constexpr int kDqRows = kBlockM / kDqWarpsM;
   static constexpr int kDqCols = kHeadDim / kDqWarpsN;
-  static_assert(kWarps % kDqWarpsM == 0 && kDqCols % (2 * bwd::kMmaN) == 0, "dQ warp split");
+  static_assert(kWarps % kDqWarpsM == 0 && kDqRows % bwd::kMmaM == 0 &&
+                    kDqCols % (2 * bwd::kMmaN) == 0,
+                "dQ warp split");
 
   // Deterministic dQ kernel: a CTA owns kDqBlockM queries of one q head (16 per warp) and walks
   // key tiles of kDqBlockN; its own tile sizes (and tile ranges) keep S, dP and dQ of a warp
