@@ -30,27 +30,19 @@ namespace ringpack::cuda {
 
 constexpr unsigned kFullMask = 0xffffffffu;
 
-// Copies rows [0, kRows) of a [tokens, row_stride] global tile into the swizzled shared tile at
-// shared address `smem_tile`; rows at or past valid_rows are zero-filled (their source is never
-// read). Thread t copies chunk t % kChunksPerRow of rows t / kChunksPerRow + i * kRowsPerPass.
-template <class Traits, int kRows>
-__device__ __forceinline__ void load_tile_async(uint32_t smem_tile,
+// Copies rows [0, rows) of a [tokens, row_stride] global tile into a swizzled shared tile; rows at
+// or past valid_rows are zero-filled (their source is never read).
+template <class Traits>
+__device__ __forceinline__ void load_tile_async(typename Traits::Element* smem,
                                                 const typename Traits::Element* gmem,
-                                                int64_t row_stride, int valid_rows) {
+                                                int64_t row_stride, int rows, int valid_rows) {
   constexpr int kChunks = Traits::kChunksPerRow;
-  constexpr int kRowBytes = Traits::kHeadDim * int(sizeof(typename Traits::Element));
-  constexpr int kRowsPerPass = Traits::kNumThreads / kChunks;
-  static_assert(Traits::kNumThreads % kChunks == 0 && kRows % kRowsPerPass == 0, "even split");
-  const int row0 = threadIdx.x / kChunks;
-  const int chunk = threadIdx.x % kChunks;
-  const auto* src = gmem + row0 * row_stride + chunk * kChunkElems;
-#pragma unroll
-  for (int i = 0; i < kRows / kRowsPerPass; ++i) {
-    const int row = row0 + i * kRowsPerPass;
+  for (int i = threadIdx.x; i < rows * kChunks; i += Traits::kNumThreads) {
+    const int row = i / kChunks;
+    const int chunk = i % kChunks;
     const bool valid = row < valid_rows;
-    const uint32_t dst =
-        smem_tile + row * kRowBytes + ((chunk ^ (row % kSwizzleRows)) * kChunkBytes);
-    cp_async_16(dst, valid ? src + i * kRowsPerPass * row_stride : gmem, valid);
+    const auto* src = gmem + (valid ? row * row_stride + chunk * kChunkElems : 0);
+    cp_async_16(smem + swizzled_offset<Traits::kHeadDim>(row, chunk), src, valid);
   }
 }
 
@@ -147,10 +139,10 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 2)
     const int k_begin = (entry >> 1) * kBlockN;
     const int valid = min(kBlockN, params.seqlen_k - k_begin);
     const int64_t offset = int64_t(k_begin) * params.kv_token_stride;
-    load_tile_async<Traits, kBlockN>(shared_address(s_k + stage * Traits::kKVElems), k + offset,
-                                     params.kv_token_stride, valid);
-    load_tile_async<Traits, kBlockN>(shared_address(s_v + stage * Traits::kKVElems), v + offset,
-                                     params.kv_token_stride, valid);
+    load_tile_async<Traits>(s_k + stage * Traits::kKVElems, k + offset, params.kv_token_stride,
+                            kBlockN, valid);
+    load_tile_async<Traits>(s_v + stage * Traits::kKVElems, v + offset, params.kv_token_stride,
+                            kBlockN, valid);
     if (entry & 1) {  // partial tile: the per-element rule needs the keys' ids and positions
       for (int i = threadIdx.x; i < kBlockN; i += Traits::kNumThreads) {
         const bool in_range = i < valid;
@@ -180,24 +172,9 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 2)
   const int k_chunk = (lane >> 3) & 1;
   const int v_row = (lane & 7) + (((lane >> 3) & 1) << 3);
   const int v_chunk = lane >> 4;
-  // The lanes' byte offsets of those rows at chunk step 0 (swizzle_step adds the steps).
-  constexpr int kRowBytes = kHeadDim * int(sizeof(Element));
-  constexpr int kKVBytes = Traits::kKVElems * int(sizeof(Element));
-  // swizzle_step works on offsets from a 128-byte aligned tile start (bits 4-6 hold the chunk);
-  // the tile's shared base is added afterwards, whatever its alignment.
-  const auto lane_offset = [&](int row, int chunk) {
-    return uint32_t(row * kRowBytes + ((chunk ^ (row % kSwizzleRows)) * kChunkBytes));
-  };
-  const uint32_t q_base = shared_address(s_q);
-  const uint32_t k_base = shared_address(s_k);
-  const uint32_t v_base = shared_address(s_v);
-  const uint32_t q_lane = lane_offset(a_row, a_chunk);
-  const uint32_t k_lane = lane_offset(k_row, k_chunk);
-  const uint32_t v_lane = lane_offset(v_row, v_chunk);
 
   if (tile_count > 0) {
-    load_tile_async<Traits, kBlockM>(shared_address(s_q), q, params.q_token_stride,
-                                     params.seqlen_q - q_begin);
+    load_tile_async<Traits>(s_q, q, params.q_token_stride, kBlockM, params.seqlen_q - q_begin);
     int entry = tile_list[0];
     issue_kv(entry, 0);
     cp_async_commit();
@@ -216,16 +193,16 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 2)
         if (it == 0) {
 #pragma unroll
           for (int d = 0; d < kDSteps; ++d)
-            ldmatrix_x4(q_frag[d], q_base + swizzle_step(q_lane, 2 * d));
+            ldmatrix_x4(q_frag[d], s_q + swizzled_offset<kHeadDim>(a_row, 2 * d + a_chunk));
         }
       }
 
       // S = Q K^T for this warp's rows x kBlockN keys (fp32); each K fragment feeds kMTiles MMAs.
-      const uint32_t k_stage = k_lane + stage * kKVBytes;
+      const Element* s_k_stage = s_k + stage * Traits::kKVElems;
       float s[kMTiles][kSTiles][4] = {};
-      // Unrolled only by 2 over d when Q is re-read: registers go to O and S, and two steps in
-      // flight still let one step's ldmatrix overlap the other's MMAs.
-#pragma unroll(Traits::kQInRegisters ? kDSteps : 2)
+      // Not unrolled over d when Q is re-read: the per-d ldmatrix addresses are then computed in
+      // the loop instead of held in registers, which O and S need.
+#pragma unroll(Traits::kQInRegisters ? kDSteps : 1)
       for (int d = 0; d < kDSteps; ++d) {
         uint32_t a[kMTiles][4];
 #pragma unroll
@@ -234,13 +211,13 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 2)
 #pragma unroll
             for (int x = 0; x < 4; ++x) a[m][x] = q_frag[d][x];
           } else {
-            ldmatrix_x4(a[m], q_base + swizzle_step(q_lane, 2 * d) + 16 * m * kRowBytes);
+            ldmatrix_x4(a[m], s_q + swizzled_offset<kHeadDim>(a_row + 16 * m, 2 * d + a_chunk));
           }
         }
 #pragma unroll
         for (int n = 0; n < kSTiles / 2; ++n) {
           uint32_t b[4];
-          ldmatrix_x4(b, k_base + swizzle_step(k_stage, 2 * d) + 16 * n * kRowBytes);
+          ldmatrix_x4(b, s_k_stage + swizzled_offset<kHeadDim>(16 * n + k_row, 2 * d + k_chunk));
 #pragma unroll
           for (int m = 0; m < kMTiles; ++m) {
             Ops::mma(s[m][2 * n], a[m], b[0], b[1]);
@@ -275,7 +252,6 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 2)
 
       // Online softmax per row: new max (quad-reduced: 4 lanes share a row), rescale O and l,
       // P = 2^(s * scale * log2 e - m').
-      float correction[kRows];
 #pragma unroll
       for (int i = 0; i < kRows; ++i) {
         const int m = i / 2;
@@ -289,10 +265,14 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 2)
         const float new_max = fmaxf(row_max[i], tile_max);
         // A row with nothing visible yet keeps max -inf; use 0 so 2^(-inf - 0) = 0, not NaN.
         const float max_scaled = new_max == -INFINITY ? 0.0f : new_max * params.scale_log2;
-        correction[i] =
-            new_max == row_max[i] ? 1.0f : fast_exp2(row_max[i] * params.scale_log2 - max_scaled);
+        const float correction = fast_exp2(row_max[i] * params.scale_log2 - max_scaled);
         row_max[i] = new_max;
-        row_sum[i] *= correction[i];
+        row_sum[i] *= correction;
+#pragma unroll
+        for (int t = 0; t < kOTiles; ++t) {
+          acc_o[m][t][e0] *= correction;
+          acc_o[m][t][e0 + 1] *= correction;
+        }
 #pragma unroll
         for (int t = 0; t < kSTiles; ++t) {
 #pragma unroll
@@ -302,25 +282,10 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 2)
           }
         }
       }
-      // Once the row maxima settle (most tiles of long documents), no row of the warp needs its
-      // O rescaled: skip the kOTiles * kRows multiplies (a warp-uniform branch).
-      bool rescale = false;
-#pragma unroll
-      for (int i = 0; i < kRows; ++i) rescale |= correction[i] != 1.0f;
-      if (__any_sync(kFullMask, rescale)) {
-#pragma unroll
-        for (int i = 0; i < kRows; ++i) {
-#pragma unroll
-          for (int t = 0; t < kOTiles; ++t) {
-            acc_o[i / 2][t][2 * (i % 2)] *= correction[i];
-            acc_o[i / 2][t][2 * (i % 2) + 1] *= correction[i];
-          }
-        }
-      }
 
       // O += P V: P re-packed as A fragments (two n8 S tiles = one k16 A tile); each V fragment
       // feeds kMTiles MMAs.
-      const uint32_t v_stage = v_lane + stage * kKVBytes;
+      const Element* s_v_stage = s_v + stage * Traits::kKVElems;
 #pragma unroll
       for (int kk = 0; kk < kNSteps; ++kk) {
         uint32_t a[kMTiles][4];
@@ -334,7 +299,8 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 2)
 #pragma unroll
         for (int n = 0; n < kOTiles / 2; ++n) {
           uint32_t b[4];
-          ldmatrix_x4_trans(b, v_base + swizzle_step(v_stage, 2 * n) + 16 * kk * kRowBytes);
+          ldmatrix_x4_trans(
+              b, s_v_stage + swizzled_offset<kHeadDim>(16 * kk + v_row, 2 * n + v_chunk));
 #pragma unroll
           for (int m = 0; m < kMTiles; ++m) {
             Ops::mma(acc_o[m][2 * n], a[m], b[0], b[1]);

@@ -34,28 +34,11 @@ __device__ __forceinline__ uint32_t shared_address(const void* ptr) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(ptr));
 }
 
-// Byte offset of chunk (c + chunk_step) of a tile row, given the lane's byte offset
-// `lane_address` of chunk c (c in {0, 1}) of that row in a swizzled tile (swizzled_offset) whose
-// rows are multiples of 128 bytes; chunk_step is even. Offsets count from the tile start.
-// With chunk_step = 8h + l (l in {0, 2, 4, 6}): (8h + l + c) ^ s = 8h + (l ^ (c ^ s)), so the
-// step is one XOR on bits 5-6 of the address plus a constant: no per-step address registers.
-__device__ __forceinline__ uint32_t swizzle_step(uint32_t lane_address, int chunk_step) {
-  return (lane_address ^ uint32_t((chunk_step % kSwizzleRows) * kChunkBytes)) +
-         uint32_t((chunk_step / kSwizzleRows) * kSwizzleRows * kChunkBytes);
-}
-
 // 16-byte global -> shared copy; src_bytes = 0 writes zeros without reading the source.
 __device__ __forceinline__ void cp_async_16(void* smem, const void* gmem, bool valid) {
   const int src_bytes = valid ? kChunkBytes : 0;
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(shared_address(smem)),
                "l"(gmem), "r"(src_bytes));
-}
-
-// The same with a shared-memory address.
-__device__ __forceinline__ void cp_async_16(uint32_t smem, const void* gmem, bool valid) {
-  const int src_bytes = valid ? kChunkBytes : 0;
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem), "l"(gmem),
-               "r"(src_bytes));
 }
 
 // 4-byte global -> shared copy; zero-filled when !valid.
@@ -82,19 +65,7 @@ __device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* smem) 
                : "r"(shared_address(smem)));
 }
 
-__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], uint32_t smem) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(smem));
-}
-
 // The same, each matrix transposed on the way (for B operands stored k-major, e.g. V).
-__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], uint32_t smem) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(smem));
-}
-
 __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const void* smem) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
