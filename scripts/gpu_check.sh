@@ -45,6 +45,14 @@ $(grep -E '^\[  FAILED  \] [0-9]+ test' "$OUT/gpu_tests.log" | head -1) (exit $s
   grep -B2 -A6 "Failure" "$OUT/gpu_tests.log" | head -60
 fi
 
+# ---- the main job on the CUDA backend (issue check: PASS on the default batch) ----
+if [[ "$MODE" == all || "$MODE" == tests ]]; then
+  for cp in 1 4; do
+    "$BUILD_DIR/ringpack" run --backend cuda --cp "$cp" --verify >"$OUT/run_cuda_cp$cp.log" 2>&1
+    note "ringpack run --backend cuda --cp $cp --verify: exit $? ($(tail -1 "$OUT/run_cuda_cp$cp.log"))"
+  done
+fi
+
 # ---- compute-sanitizer on small shapes ----
 if [[ "$MODE" == all || "$MODE" == sanitize ]]; then
   SMALL="CudaForward.UnequalQueryAndKeyLengthsMatchReference:CudaForward.TwoMergedStepsMatchReference:CudaBackendTest.DeviceGather*"
