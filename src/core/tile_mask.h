@@ -12,36 +12,43 @@
 
 namespace ringpack {
 
-// Summary of a tile of tokens: min/max segment id and position over its tokens. A tile of only
-// padding (or an empty tile) has seg_max == 0.
+// Summary of a tile of tokens: min/max segment id and position over its real (non-padding)
+// tokens, and whether it also holds padding. Ranges over real tokens only keep a tile that ends
+// in padding (id 0, position 0) from overlapping every segment of the row; has_padding keeps
+// such a tile from being classified full. A tile with no real token has seg_max == 0.
 struct TileRange {
   int32_t seg_min;
   int32_t seg_max;
   int32_t pos_min;
   int32_t pos_max;
+  int32_t has_padding;  // 1 when the tile holds padding (device ranges: or is cut by the row end)
 };
 
 enum class TileClass : int32_t { kSkip = 0, kPartial = 1, kFull = 2 };
 
-// Range of tokens [begin, end) of one row; padding tokens count with seg 0.
+// The range of tokens [begin, end) of one row.
 RINGPACK_HOST_DEVICE TileRange make_tile_range(const int32_t* segment_ids, const int32_t* positions,
                                                int begin, int end) {
-  TileRange r{INT32_MAX, INT32_MIN, INT32_MAX, INT32_MIN};
+  TileRange r{INT32_MAX, INT32_MIN, INT32_MAX, INT32_MIN, 0};
   for (int t = begin; t < end; ++t) {
     const int32_t s = segment_ids[t];
     const int32_t p = positions[t];
+    if (s == 0) {
+      r.has_padding = 1;
+      continue;
+    }
     r.seg_min = s < r.seg_min ? s : r.seg_min;
     r.seg_max = s > r.seg_max ? s : r.seg_max;
     r.pos_min = p < r.pos_min ? p : r.pos_min;
     r.pos_max = p > r.pos_max ? p : r.pos_max;
   }
-  if (begin >= end) r = TileRange{0, 0, 0, 0};
+  if (r.seg_max == INT32_MIN) r = TileRange{0, 0, 0, 0, 1};  // no real token
   return r;
 }
 
 RINGPACK_HOST_DEVICE TileClass classify_tile(const TileRange& q, const TileRange& k, bool causal,
                                              int64_t window) {
-  // Segments: no common nonzero id is possible when the ranges are disjoint or all padding.
+  // Segments: no common id is possible when a tile has no real token or the ranges are disjoint.
   if (q.seg_max == 0 || k.seg_max == 0) return TileClass::kSkip;
   if (q.seg_max < k.seg_min || k.seg_max < q.seg_min) return TileClass::kSkip;
   // Positions: every key after every query (causal), or every pair farther than the window.
@@ -50,9 +57,9 @@ RINGPACK_HOST_DEVICE TileClass classify_tile(const TileRange& q, const TileRange
     if (int64_t(q.pos_min) - int64_t(k.pos_max) > window) return TileClass::kSkip;
     if (!causal && int64_t(k.pos_min) - int64_t(q.pos_max) > window) return TileClass::kSkip;
   }
-  // Full: one real segment on both sides and every position pair allowed.
-  const bool one_segment =
-      q.seg_min == q.seg_max && k.seg_min == k.seg_max && q.seg_min == k.seg_min && q.seg_min != 0;
+  // Full: one segment on both sides, no padding, and every position pair allowed.
+  const bool one_segment = q.seg_min == q.seg_max && k.seg_min == k.seg_max &&
+                           q.seg_min == k.seg_min && !q.has_padding && !k.has_padding;
   if (!one_segment) return TileClass::kPartial;
   if (causal && k.pos_max > q.pos_min) return TileClass::kPartial;
   if (window >= 0) {

@@ -96,8 +96,8 @@ __global__ void __launch_bounds__(Traits::kDqKernelThreads, 1)
   float acc_dq[kHeadDim / kMmaN][4];  // [16 queries, head_dim] of this warp
   zero(acc_dq);
 
-  const TileSummary mine = p.ranges_q[int64_t(b) * p.num_tiles_q + m_tile];
-  const TileSummary* ranges_k = p.ranges_k + int64_t(b) * p.num_tiles_k;
+  const TileRange mine = p.ranges_q[int64_t(b) * p.num_tiles_q + m_tile];
+  const TileRange* ranges_k = p.ranges_k + int64_t(b) * p.num_tiles_k;
 
   int next_tile = 0;
   while (next_tile < p.num_tiles_k) {

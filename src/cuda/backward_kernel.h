@@ -157,8 +157,8 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
   zero(acc_dk);
   zero(acc_dv);
 
-  const TileSummary mine = p.ranges_k[int64_t(b) * p.num_tiles_k + n_tile];
-  const TileSummary* ranges_q = p.ranges_q + int64_t(b) * p.num_tiles_q;
+  const TileRange mine = p.ranges_k[int64_t(b) * p.num_tiles_k + n_tile];
+  const TileRange* ranges_q = p.ranges_q + int64_t(b) * p.num_tiles_q;
   const int heads_per_cta = p.group_size / p.head_splits;
   const int h_first = h_kv * p.group_size + split * heads_per_cta;
 

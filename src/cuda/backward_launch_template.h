@@ -5,7 +5,6 @@
 #include "cuda/backward_dq_kernel.h"
 #include "cuda/backward_kernel.h"
 #include "cuda/backward_launch.h"
-#include "cuda/backward_tile_summary.h"
 #include "cuda/backward_traits.h"
 #include "cuda/cuda_check.h"
 #include "cuda/tile_ranges.h"
@@ -28,16 +27,16 @@ void run_backward_instance(BackwardParams params, bool deterministic, cudaStream
   const size_t counts[4] = {size_t(batch) * params.num_tiles_q, size_t(batch) * params.num_tiles_k,
                             deterministic ? size_t(batch) * dq_tiles_q : 0,
                             deterministic ? size_t(batch) * dq_tiles_k : 0};
-  TileSummary* ranges = nullptr;
-  RINGPACK_CUDA_CHECK(cudaMallocAsync(
-      reinterpret_cast<void**>(&ranges),
-      (counts[0] + counts[1] + counts[2] + counts[3]) * sizeof(TileSummary), stream));
-  TileSummary* ranges_q = ranges;
-  TileSummary* ranges_k = ranges_q + counts[0];
-  compute_tile_summaries(params.segment_ids_q, params.positions_q, batch, params.seqlen_q,
-                         Traits::kBlockM, ranges_q, stream);
-  compute_tile_summaries(params.segment_ids_k, params.positions_k, batch, params.seqlen_k,
-                         Traits::kBlockN, ranges_k, stream);
+  TileRange* ranges = nullptr;
+  RINGPACK_CUDA_CHECK(
+      cudaMallocAsync(reinterpret_cast<void**>(&ranges),
+                      (counts[0] + counts[1] + counts[2] + counts[3]) * sizeof(TileRange), stream));
+  TileRange* ranges_q = ranges;
+  TileRange* ranges_k = ranges_q + counts[0];
+  compute_tile_ranges(params.segment_ids_q, params.positions_q, batch, params.seqlen_q,
+                      Traits::kBlockM, ranges_q, stream);
+  compute_tile_ranges(params.segment_ids_k, params.positions_k, batch, params.seqlen_k,
+                      Traits::kBlockN, ranges_k, stream);
   params.ranges_q = ranges_q;
   params.ranges_k = ranges_k;
 
@@ -52,12 +51,12 @@ void run_backward_instance(BackwardParams params, bool deterministic, cudaStream
     BackwardParams dq_params = params;
     dq_params.num_tiles_q = dq_tiles_q;
     dq_params.num_tiles_k = dq_tiles_k;
-    TileSummary* dq_ranges_q = ranges_k + counts[1];
-    TileSummary* dq_ranges_k = dq_ranges_q + counts[2];
-    compute_tile_summaries(params.segment_ids_q, params.positions_q, batch, params.seqlen_q,
-                           Traits::kDqBlockM, dq_ranges_q, stream);
-    compute_tile_summaries(params.segment_ids_k, params.positions_k, batch, params.seqlen_k,
-                           Traits::kDqBlockN, dq_ranges_k, stream);
+    TileRange* dq_ranges_q = ranges_k + counts[1];
+    TileRange* dq_ranges_k = dq_ranges_q + counts[2];
+    compute_tile_ranges(params.segment_ids_q, params.positions_q, batch, params.seqlen_q,
+                        Traits::kDqBlockM, dq_ranges_q, stream);
+    compute_tile_ranges(params.segment_ids_k, params.positions_k, batch, params.seqlen_k,
+                        Traits::kDqBlockN, dq_ranges_k, stream);
     dq_params.ranges_q = dq_ranges_q;
     dq_params.ranges_k = dq_ranges_k;
     const auto dq_kernel = bwd::backward_dq_kernel<Traits>;

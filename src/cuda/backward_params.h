@@ -6,7 +6,7 @@
 
 #include <cstdint>
 
-#include "cuda/backward_tile_summary.h"
+#include "cuda/tile_ranges.h"
 #include "ringpack/mask.h"
 
 namespace ringpack::cuda {
@@ -24,9 +24,9 @@ struct BackwardParams {
   const int32_t* segment_ids_k;  // [batch, seqlen_k]
   const int32_t* positions_k;    // [batch, seqlen_k]
 
-  // Per-tile summaries (backward_tile_summary.h) at the tiles of the kernel that reads them.
-  const TileSummary* ranges_q;  // [batch, ceil(seqlen_q / tile_q)]
-  const TileSummary* ranges_k;  // [batch, ceil(seqlen_k / tile_k)]
+  // Per-tile ranges (tile_ranges.h) at the tiles of the kernel that reads them.
+  const TileRange* ranges_q;  // [batch, ceil(seqlen_q / tile_q)]
+  const TileRange* ranges_k;  // [batch, ceil(seqlen_k / tile_k)]
 
   // fp32 accumulators, added to (+=).
   float* dq;  // [batch, seqlen_q, num_heads_q, head_dim]

@@ -5,7 +5,7 @@
 
 #include "core/tile_mask.h"
 #include "cuda/backward_mma.h"
-#include "cuda/backward_tile_summary.h"
+#include "cuda/tile_ranges.h"
 
 namespace ringpack::cuda::bwd {
 
@@ -23,11 +23,11 @@ __device__ inline bool entry_partial(int entry) {
 // Lists the tiles t in [*next, count) of `others` that are not kSkip against `mine`, in order,
 // into list[0, kCapacity); stops before a round of kThreads candidates that would not fit and
 // sets *next to the first tile not examined. A tile pair is partial when classify_tile says so
-// or when either tile needs checks (padding, or tokens past the end of the row). Returns the
+// (padding and tokens past the end of the row make it so: TileRange::has_padding). Returns the
 // number listed. All threads of the CTA call it; warp_counts holds kThreads / 32 ints of shared
 // memory. kOthersAreQueries says which side of classify_tile(q, k) the listed tiles are.
 template <int kThreads, int kCapacity, bool kOthersAreQueries>
-__device__ int build_tile_list(const TileSummary* others, int count, const TileSummary& mine,
+__device__ int build_tile_list(const TileRange* others, int count, const TileRange& mine,
                                const MaskSpec& mask, int* list, int* warp_counts, int* next) {
   static_assert(kCapacity >= kThreads, "a round always fits an empty list");
   constexpr int kWarps = kThreads / kWarpSize;
@@ -41,11 +41,11 @@ __device__ int build_tile_list(const TileSummary* others, int count, const TileS
     bool keep = false;
     bool partial = false;
     if (t < count) {
-      const TileSummary other = others[t];
-      const TileClass cls = kOthersAreQueries ? classify_tile(other.real, mine.real, mask)
-                                              : classify_tile(mine.real, other.real, mask);
+      const TileRange other = others[t];
+      const TileClass cls =
+          kOthersAreQueries ? classify_tile(other, mine, mask) : classify_tile(mine, other, mask);
       keep = cls != TileClass::kSkip;
-      partial = cls == TileClass::kPartial || mine.needs_checks || other.needs_checks;
+      partial = cls == TileClass::kPartial;
     }
     const unsigned ballot = __ballot_sync(0xffffffffu, keep);
     if (lane == 0) warp_counts[warp] = __popc(ballot);

@@ -1,4 +1,4 @@
-// One warp per tile: a warp-wide min/max reduction over the tile's tokens.
+// One warp per tile: a warp-wide min/max reduction over the tile's real tokens (tile_mask.h).
 #include "cuda/cuda_check.h"
 #include "cuda/tile_ranges.h"
 
@@ -19,8 +19,12 @@ __global__ void tile_ranges_kernel(const int32_t* __restrict__ segment_ids,
   const int end = min(begin + tile, seqlen);
   const int32_t* seg = segment_ids + size_t(row) * seqlen;
   const int32_t* pos = positions + size_t(row) * seqlen;
-  TileRange r{INT32_MAX, INT32_MIN, INT32_MAX, INT32_MIN};
+  TileRange r{INT32_MAX, INT32_MIN, INT32_MAX, INT32_MIN, begin + tile > seqlen ? 1 : 0};
   for (int t = begin + lane; t < end; t += kWarpSize) {
+    if (seg[t] == 0) {
+      r.has_padding = 1;
+      continue;
+    }
     r.seg_min = min(r.seg_min, seg[t]);
     r.seg_max = max(r.seg_max, seg[t]);
     r.pos_min = min(r.pos_min, pos[t]);
@@ -31,7 +35,9 @@ __global__ void tile_ranges_kernel(const int32_t* __restrict__ segment_ids,
     r.seg_max = max(r.seg_max, __shfl_xor_sync(0xffffffffu, r.seg_max, offset));
     r.pos_min = min(r.pos_min, __shfl_xor_sync(0xffffffffu, r.pos_min, offset));
     r.pos_max = max(r.pos_max, __shfl_xor_sync(0xffffffffu, r.pos_max, offset));
+    r.has_padding = max(r.has_padding, __shfl_xor_sync(0xffffffffu, r.has_padding, offset));
   }
+  if (r.seg_max == INT32_MIN) r = TileRange{0, 0, 0, 0, 1};  // no real token
   if (lane == 0) ranges[warp] = r;
 }
 

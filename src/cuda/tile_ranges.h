@@ -10,10 +10,13 @@
 
 namespace ringpack::cuda {
 
-inline int num_tiles(int seqlen, int tile) { return (seqlen + tile - 1) / tile; }
+inline int num_tiles(int seqlen, int tile) {
+  return (seqlen + tile - 1) / tile;
+}
 
-// ranges[b * num_tiles(seqlen, tile) + i] = make_tile_range over tokens [i*tile, min((i+1)*tile, seqlen))
-// of row b. segment_ids, positions: [batch, seqlen] int32 on the device; ranges: device memory.
+// ranges[b * num_tiles(seqlen, tile) + i] = make_tile_range over tokens [i*tile, min((i+1)*tile,
+// seqlen)) of row b; a last tile cut short by seqlen also has has_padding set. segment_ids,
+// positions: [batch, seqlen] int32 on the device; ranges: device memory.
 void compute_tile_ranges(const int32_t* segment_ids, const int32_t* positions, int batch,
                          int seqlen, int tile, TileRange* ranges, cudaStream_t stream);
 

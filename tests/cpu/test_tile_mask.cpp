@@ -123,3 +123,21 @@ TEST(TileMask, DetectsCommonFullAndSkipCases) {
 
 }  // namespace
 }  // namespace ringpack
+
+namespace ringpack {
+namespace {
+
+TEST(TileMask, PaddingNeitherWidensRangesNorAllowsFull) {
+  // A tile of document 5 that ends in tail padding does not overlap document 1 ...
+  const Tile tail_padded{{5, 5, 0, 0}, {3, 4, 0, 0}};
+  const Tile other_doc{{1, 1}, {0, 1}};
+  EXPECT_EQ(classify_tile(tail_padded.range(), other_doc.range(), MaskSpec{}), TileClass::kSkip);
+  // ... and is never full against its own document, since its padding queries see nothing.
+  const Tile same_doc{{5, 5}, {0, 1}};
+  EXPECT_EQ(classify_tile(tail_padded.range(), same_doc.range(), MaskSpec{}), TileClass::kPartial);
+  const Tile all_padding{{0, 0}, {0, 0}};
+  EXPECT_EQ(classify_tile(all_padding.range(), same_doc.range(), MaskSpec{}), TileClass::kSkip);
+}
+
+}  // namespace
+}  // namespace ringpack
