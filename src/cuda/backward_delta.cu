@@ -24,7 +24,7 @@ __global__ void __launch_bounds__(kDeltaThreads)
                  float* __restrict__ delta, int64_t rows, int seqlen, int heads, int head_dim) {
   const int64_t row = (int64_t(blockIdx.x) * kDeltaThreads + threadIdx.x) / kDeltaThreadsPerRow;
   const int sub = threadIdx.x % kDeltaThreadsPerRow;
-  const int chunks = head_dim / bwd::kChunkElems;
+  const int chunks = head_dim / kChunkElems;
   float sum = 0.0f;
   if (row < rows) {
     for (int c = sub; c < chunks; c += kDeltaThreadsPerRow) {
@@ -55,8 +55,8 @@ __global__ void __launch_bounds__(kDeltaThreads)
 
 void run_delta(const void* dout, const void* out, DType dtype, const AttentionDims& dims,
                float* delta, cudaStream_t stream) {
-  RINGPACK_CHECK(dims.head_dim % bwd::kChunkElems == 0, "head_dim = ", dims.head_dim,
-                 " is not a multiple of ", bwd::kChunkElems, "; the CUDA backend needs 64 or 128");
+  RINGPACK_CHECK(dims.head_dim % kChunkElems == 0, "head_dim = ", dims.head_dim,
+                 " is not a multiple of ", kChunkElems, "; the CUDA backend needs 64 or 128");
   const int64_t rows = int64_t(dims.batch) * dims.seqlen_q * dims.num_heads_q;
   if (rows == 0) return;
   const int64_t blocks = (rows + kDeltaRowsPerBlock - 1) / kDeltaRowsPerBlock;

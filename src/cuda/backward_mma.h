@@ -1,5 +1,5 @@
-// Device building blocks of the backward kernels: cp.async copies, swizzled shared-memory tiles,
-// ldmatrix fragment loads and the m16n8k16 tensor-core MMA (bf16/fp16 in, fp32 accumulate).
+// Device building blocks of the backward kernels (cp.async and ldmatrix from ptx.h): swizzled
+// tiles, ldmatrix fragment loads and the m16n8k16 tensor-core MMA (bf16/fp16 in, fp32 accumulate).
 //
 // Fragment layouts are those of the PTX ISA for mma.m16n8k16 (row.col): with lane = 4*g + t,
 //   A (16x16): a0 = (g, 2t..2t+1), a1 = (g+8, 2t..), a2 = (g, 2t+8..), a3 = (g+8, 2t+8..)
@@ -14,14 +14,13 @@
 
 #include <cstdint>
 
+#include "cuda/ptx.h"
+
 namespace ringpack::cuda::bwd {
 
-constexpr int kWarpSize = 32;
 constexpr int kMmaM = 16;
 constexpr int kMmaN = 8;
 constexpr int kMmaK = 16;
-constexpr int kChunkBytes = 16;  // one cp.async / one ldmatrix row
-constexpr int kChunkElems = 8;   // 16-bit elements per chunk
 
 // ---- element types ----------------------------------------------------------------------------
 
@@ -88,35 +87,6 @@ struct SmemTile {
   }
 };
 
-__device__ inline uint32_t smem_address(const void* ptr) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(ptr));
-}
-
-// ---- cp.async ---------------------------------------------------------------------------------
-
-// 16 bytes global -> shared; zero-fills the destination when !valid (src is then not read).
-__device__ inline void cp_async_16(void* smem, const void* gmem, bool valid) {
-  const int src_bytes = valid ? kChunkBytes : 0;
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_address(smem)),
-               "l"(gmem), "r"(src_bytes));
-}
-
-// 4 bytes global -> shared, zero-filled when !valid.
-__device__ inline void cp_async_4(void* smem, const void* gmem, bool valid) {
-  const int src_bytes = valid ? 4 : 0;
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(smem_address(smem)),
-               "l"(gmem), "r"(src_bytes));
-}
-
-__device__ inline void cp_async_commit() {
-  asm volatile("cp.async.commit_group;\n" ::);
-}
-
-template <int kPending>
-__device__ inline void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending));
-}
-
 // Copies rows [row0, row0 + kRows) of a BSHD tensor slice (one head: `head_offset` elements into
 // each token, `row_stride` elements per token) into a SmemTile; rows >= seqlen are zero-filled.
 template <class Tile, int kThreads>
@@ -133,20 +103,6 @@ __device__ inline void load_tile_async(uint16_t* smem, const uint16_t* gmem, int
     const uint16_t* src = valid ? gmem + (row0 + row) * row_stride + col : gmem;
     cp_async_16(smem + Tile::offset(row, col), src, valid);
   }
-}
-
-// ---- ldmatrix ---------------------------------------------------------------------------------
-
-__device__ inline void ldmatrix_x4(uint32_t (&r)[4], const uint16_t* smem) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(smem_address(smem)));
-}
-
-__device__ inline void ldmatrix_x4_trans(uint32_t (&r)[4], const uint16_t* smem) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(smem_address(smem)));
 }
 
 // Per-lane ldmatrix addressing. Each lane supplies the address of one 16-byte row of an 8x8

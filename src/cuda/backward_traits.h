@@ -39,7 +39,7 @@ struct BackwardTraits {
 
   // dK/dV kernel: a CTA owns kBlockN keys of one kv head; warp w owns keys [16w, 16w + 16).
   static constexpr int kWarps = kBackwardWarps;
-  static constexpr int kThreads = kWarps * bwd::kWarpSize;
+  static constexpr int kThreads = kWarps * kWarpSize;
   static constexpr int kBlockN = bwd::kMmaM * kWarps;
   static constexpr int kBlockM = backward_block_m(kHeadDim);
   static constexpr int kSubM = backward_sub_m(kHeadDim);
@@ -62,7 +62,7 @@ struct BackwardTraits {
   static constexpr int kDqBlockM = 64;
   static constexpr int kDqBlockN = 64;
   static constexpr int kDqKernelWarps = kDqBlockM / bwd::kMmaM;
-  static constexpr int kDqKernelThreads = kDqKernelWarps * bwd::kWarpSize;
+  static constexpr int kDqKernelThreads = kDqKernelWarps * kWarpSize;
 
   // Non-skipped tiles listed in shared memory at a time (a longer list is built in rounds).
   static constexpr int kListCapacity = 1024;

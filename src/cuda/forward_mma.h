@@ -1,7 +1,6 @@
-// Warp-level building blocks of the attention kernels (device code only, sm_80+ instructions):
-// cp.async copies into shared memory, ldmatrix fragment loads, the m16n8k16 tensor-core MMA with
-// fp32 accumulation, and the XOR swizzle of shared-memory tiles. The backward kernels may use
-// these too.
+// Warp-level building blocks of the forward kernel (device code only, sm_80+ instructions): the
+// m16n8k16 tensor-core MMA with fp32 accumulation and the XOR swizzle of shared-memory tiles;
+// cp.async and ldmatrix come from ptx.h.
 //
 // Fragment layouts follow the PTX ISA ("Matrix fragments for mma.m16n8k16"): with g = lane / 4
 // and c = 2 * (lane % 4), a 16x8 fp32 accumulator holds (g, c), (g, c+1), (g+8, c), (g+8, c+1);
@@ -14,11 +13,10 @@
 
 #include <cstdint>
 
+#include "cuda/ptx.h"
+
 namespace ringpack::cuda {
 
-constexpr int kWarpSize = 32;
-constexpr int kChunkBytes = 16;  // one cp.async / ldmatrix row: 16 bytes = 8 bf16 or fp16
-constexpr int kChunkElems = 8;
 constexpr int kSwizzleRows = 8;  // rows whose chunk indices are permuted against each other
 
 // Element offset of chunk `chunk` (8 elements) of tile row `row` in a swizzled shared tile with
@@ -28,48 +26,6 @@ template <int kRowElems>
 __device__ __forceinline__ int swizzled_offset(int row, int chunk) {
   static_assert(kRowElems % (kChunkElems * kSwizzleRows) == 0, "rows of >= 64 elements");
   return row * kRowElems + ((chunk ^ (row % kSwizzleRows)) * kChunkElems);
-}
-
-__device__ __forceinline__ uint32_t shared_address(const void* ptr) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(ptr));
-}
-
-// 16-byte global -> shared copy; src_bytes = 0 writes zeros without reading the source.
-__device__ __forceinline__ void cp_async_16(void* smem, const void* gmem, bool valid) {
-  const int src_bytes = valid ? kChunkBytes : 0;
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(shared_address(smem)),
-               "l"(gmem), "r"(src_bytes));
-}
-
-// 4-byte global -> shared copy; zero-filled when !valid.
-__device__ __forceinline__ void cp_async_4(void* smem, const void* gmem, bool valid) {
-  const int src_bytes = valid ? 4 : 0;
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(shared_address(smem)),
-               "l"(gmem), "r"(src_bytes));
-}
-
-__device__ __forceinline__ void cp_async_commit() {
-  asm volatile("cp.async.commit_group;\n" ::);
-}
-
-// Waits until at most `kPending` committed groups of this thread are still in flight.
-template <int kPending>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending));
-}
-
-// Four 8x8 b16 matrices; lane i supplies the row address of row (i % 8) of matrix i / 8.
-__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* smem) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(shared_address(smem)));
-}
-
-// The same, each matrix transposed on the way (for B operands stored k-major, e.g. V).
-__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const void* smem) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(shared_address(smem)));
 }
 
 // The element types the kernels instantiate: the MMA's PTX type and the float-pair packing.
