@@ -80,6 +80,20 @@ TEST(Compare, ZeroReferenceUsesTheNormOfTheResult) {
   EXPECT_FALSE(e.passed);
 }
 
+TEST(Compare, ZeroReferenceIsHeldToAnAbsoluteTolerance) {
+  // Exact-zero gradients (one-token documents): fp32 noise passes, a real error does not, in
+  // every dtype, even when the dtype baseline happens to be exactly zero as well.
+  const std::vector<double> ref(4, 0.0);
+  const std::vector<double> noise{1.5e-6, -2e-6, 0.0, 1e-6};
+  const std::vector<double> wrong{1.5e-6, -2e-3, 0.0, 1e-6};
+  for (DType dtype : {DType::kF32, DType::kBF16}) {
+    EXPECT_TRUE(
+        compare_tensor("dq", noise, ref, &ref, dtype, {1, 1, 1, 4}, bshd_axis_names()).passed);
+    EXPECT_FALSE(
+        compare_tensor("dq", wrong, ref, &ref, dtype, {1, 1, 1, 4}, bshd_axis_names()).passed);
+  }
+}
+
 TEST(Compare, LowPrecisionIsHeldToTwiceTheBaseline) {
   const std::vector<double> ref{1.0, 2.0, 3.0, 4.0};
   const std::vector<double> baseline{1.0, 2.01, 3.0, 4.0};  // max abs 0.01
