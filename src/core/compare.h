@@ -10,9 +10,9 @@
 //   fp32       rel_err     <= 1e-5 (+ 2 * baseline rel_err when a baseline is given)
 //   bf16/fp16  rel_err     <= 2 * baseline rel_err     + 1e-5
 //              max_abs_err <= 2 * baseline max_abs_err + 1e-5
-// An all-zero reference is held to max_abs_err <= 1e-5 instead (no relative figure means anything);
 // where the baseline is the reference's own computation in the dtype (lowprec_forward /
-// lowprec_backward on the same rounded inputs), held against the same fp64 reference.
+// lowprec_backward on the same rounded inputs), held against the same fp64 reference. An all-zero
+// reference is held to max_abs_err <= 1e-5 instead: no relative figure means anything there.
 #pragma once
 
 #include <cstdint>
