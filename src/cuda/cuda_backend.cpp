@@ -23,7 +23,11 @@ class CudaBackend final : public AttentionBackend {
   explicit CudaBackend(const BackendOptions& options)
       : device_(options.device), deterministic_(options.deterministic) {
     int count = 0;
-    RINGPACK_CUDA_CHECK(cudaGetDeviceCount(&count));
+    const cudaError_t status = cudaGetDeviceCount(&count);
+    RINGPACK_CHECK(status == cudaSuccess && count > 0,
+                   "backend 'cuda': no usable CUDA device on this machine (",
+                   status == cudaSuccess ? "none visible" : cudaGetErrorString(status),
+                   "); use --backend cpu, or run on a machine with an NVIDIA GPU and driver");
     RINGPACK_CHECK(device_ >= 0 && device_ < count, "CUDA device ", device_, " does not exist (",
                    count, " visible); use a device ordinal below ", count);
     RINGPACK_CUDA_CHECK(cudaSetDevice(device_));
