@@ -125,8 +125,8 @@ TEST(RunJob, ReferenceBackendRanksAndSlidingWindow) {
 TEST(RunJob, SkipsStepsWithNoVisiblePair) {
   // Short documents, contiguous shards: rank r's queries only see rank r's keys.
   const PackedBatch batch = testing::batch_from_lengths({{4, 4, 4, 4, 4, 4, 4, 4}}, 32);
-  RunOptions options = small_run(batch, 4, Strategy::kRing, {ReorderKind::kContiguous},
-                                 DType::kF32, 1);
+  RunOptions options =
+      small_run(batch, 4, Strategy::kRing, {ReorderKind::kContiguous}, DType::kF32, 1);
   const RunReport report = run_job(options);
   EXPECT_TRUE(report.passed) << describe(report);
   for (const RankReport& rank : report.ranks) {
