@@ -1,5 +1,5 @@
 // plan_job and layout_job: the analysis behind `ringpack plan` and `ringpack layout`.
-#include "job/plan_config.h"
+#include "job/resolve.h"
 #include "ringpack/error.h"
 #include "ringpack/job.h"
 
@@ -7,9 +7,7 @@ namespace ringpack {
 PlanReport plan_job(const BatchOptions& options) {
   PlanReport report;
   report.options = options;
-  const PackedBatch batch = build_batch(options);
-  report.options.batch = batch.batch;
-  report.options.seq_len = batch.seq_len;
+  const PackedBatch batch = build_resolved_batch(report.options);
   RINGPACK_CHECK(options.cp >= 1, "cp ", options.cp, " must be at least 1");
   validate_reorder(batch.seq_len, options.cp, {ReorderKind::kContiguous});
   report.plan = make_plan(batch, plan_config(report.options));
@@ -19,9 +17,7 @@ PlanReport plan_job(const BatchOptions& options) {
 LayoutReport layout_job(const BatchOptions& options) {
   LayoutReport report;
   report.options = options;
-  const PackedBatch batch = build_batch(options);
-  report.options.batch = batch.batch;
-  report.options.seq_len = batch.seq_len;
+  const PackedBatch batch = build_resolved_batch(report.options);
   const ReorderSpec spec = resolve_reorder(batch, options.reorder, plan_config(report.options));
   report.options.reorder = spec;
   report.reorder = reorder_label(spec);

@@ -6,8 +6,8 @@
 #include <numeric>
 #include <thread>
 
-#include "job/plan_config.h"
 #include "job/rank_runner.h"
+#include "job/resolve.h"
 #include "job/verify.h"
 #include "ringpack/error.h"
 #include "ringpack/job.h"
@@ -64,9 +64,7 @@ RunReport run_job(const RunOptions& options, const ProgressFn& progress) {
   validate_shapes(o);
 
   say("building the batch");
-  const PackedBatch batch = build_batch(o);
-  o.batch = batch.batch;
-  o.seq_len = batch.seq_len;
+  const PackedBatch batch = build_resolved_batch(o);
   const std::vector<int> documents = count_documents(batch);
   report.documents = std::accumulate(documents.begin(), documents.end(), 0);
   report.padding_tokens = std::count(batch.segment_ids.begin(), batch.segment_ids.end(), 0);
