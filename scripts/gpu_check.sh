@@ -2,9 +2,11 @@
 # One call on a GPU machine: build (Ninja, -j16), GPU tests, compute-sanitizer on small cases,
 # and the benchmark with its peers; logs go to $OUT (or ./out), a short summary prints last.
 #
-#   scripts/gpu_check.sh [all|tests|sanitize|bench] [extra gtest filter for tests]
+#   scripts/gpu_check.sh [all|quick|tests|sanitize|bench] [extra gtest filter for tests]
+#     quick = tests + bench without peers and sanitizer (fast iteration on kernels)
 #   env: OUT (log dir), COMMIT (named in the bench table), BUILD_DIR (default build-gpu),
-#        BENCH_WORKLOADS (default dense-16k,packed-16k,packed-64k), BENCH_REPS (default 30)
+#        BENCH_WORKLOADS (default dense-16k,packed-16k,packed-64k), BENCH_REPS (default 30),
+#        BENCH_MMA_SYNC=1 also benches the forward's portable mma.sync loop (A/B)
 # Needs .deps/ from scripts/fetch_device_deps.sh (CLI11, nlohmann-json, yaml-cpp) on machines
 # without network.
 set -uo pipefail
@@ -35,7 +37,7 @@ cmake --build "$BUILD_DIR" -j16 --target ringpack_gpu_tests ringpack_cli >"$OUT/
 note "build: ok ($(( $(date +%s) - start )) s)"
 
 # ---- GPU tests ----
-if [[ "$MODE" == all || "$MODE" == tests ]]; then
+if [[ "$MODE" == all || "$MODE" == tests || "$MODE" == quick ]]; then
   start=$(date +%s)
   "$BUILD_DIR/ringpack_gpu_tests" --gtest_filter="$FILTER" >"$OUT/gpu_tests.log" 2>&1
   status=$?
@@ -46,7 +48,7 @@ $(grep -E '^\[  FAILED  \] [0-9]+ test' "$OUT/gpu_tests.log" | head -1) (exit $s
 fi
 
 # ---- the main job on the CUDA backend (issue check: PASS on the default batch) ----
-if [[ "$MODE" == all || "$MODE" == tests ]]; then
+if [[ "$MODE" == all || "$MODE" == tests || "$MODE" == quick ]]; then
   for cp in 1 4; do
     "$BUILD_DIR/ringpack" run --backend cuda --cp "$cp" --verify >"$OUT/run_cuda_cp$cp.log" 2>&1
     note "ringpack run --backend cuda --cp $cp --verify: exit $? ($(tail -1 "$OUT/run_cuda_cp$cp.log"))"
@@ -64,12 +66,20 @@ if [[ "$MODE" == all || "$MODE" == sanitize ]]; then
 fi
 
 # ---- benchmark with peers ----
-if [[ "$MODE" == all || "$MODE" == bench ]]; then
+if [[ "$MODE" == all || "$MODE" == bench || "$MODE" == quick ]]; then
   CLI="$BUILD_DIR/ringpack"
-  "$CLI" bench --workloads "$WORKLOADS" --reps "$REPS" --layouts-only \
-    --layouts-out "$OUT/layouts.json" || note "bench layouts: FAILED"
-  PYTHONUNBUFFERED=1 timeout 300 python3 bench/peers.py --layouts "$OUT/layouts.json" \
-    --json "$OUT/peers.json" >"$OUT/peers.log" 2>&1 || note "peers: FAILED (see peers.log)"
+  if [[ "$MODE" != quick ]]; then
+    "$CLI" bench --workloads "$WORKLOADS" --reps "$REPS" --layouts-only \
+      --layouts-out "$OUT/layouts.json" || note "bench layouts: FAILED"
+    PYTHONUNBUFFERED=1 timeout 300 python3 bench/peers.py --layouts "$OUT/layouts.json" \
+      --json "$OUT/peers.json" >"$OUT/peers.log" 2>&1 || note "peers: FAILED (see peers.log)"
+  fi
+  if [[ "${BENCH_MMA_SYNC:-0}" == 1 ]]; then
+    RINGPACK_FORWARD_MMA_SYNC=1 "$CLI" bench --workloads "$WORKLOADS" --reps "$REPS" \
+      --no-backward --commit "$COMMIT (mma.sync loop)" >"$OUT/bench_mma_sync.txt" 2>&1
+    note "forward, mma.sync loop (A/B):"
+    cat "$OUT/bench_mma_sync.txt" >>"$SUMMARY"
+  fi
   PEERS=(); [[ -s "$OUT/peers.json" ]] && PEERS=(--peers "$OUT/peers.json")
   "$CLI" bench --workloads "$WORKLOADS" --reps "$REPS" "${PEERS[@]}" --commit "$COMMIT" \
     --json "$OUT/bench.json" >"$OUT/bench.txt" 2>"$OUT/bench.log"

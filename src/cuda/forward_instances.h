@@ -1,6 +1,7 @@
-// The compiled forward kernel instances: one launch function per (traits, epilogue), defined in
-// forward_kernel.h and explicitly instantiated in src/cuda/instances/forward_hd*_*.cu so the
-// builds run in parallel. The launcher (forward_launch.cu) picks one at run time.
+// The compiled forward kernel instances: one launch function per (main loop, traits, epilogue),
+// defined in forward_kernel.h (mma.sync) and forward_wgmma_kernel.h (wgmma, sm_90a), explicitly
+// instantiated in src/cuda/instances/forward_*.cu so the builds run in parallel. The launcher
+// (forward_launch.cu) picks one at run time.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -22,11 +23,24 @@ void launch_forward(const ForwardParams& params, cudaStream_t stream);
   kind template void launch_forward<ForwardTraitsFor<head_dim, element>, true>(  \
       const ForwardParams&, cudaStream_t)
 
+template <class Traits, bool kMerge>
+void launch_forward_wgmma(const ForwardParams& params, cudaStream_t stream);
+
+#define RINGPACK_FORWARD_WGMMA_INSTANCE(kind, head_dim, element)                         \
+  kind template void launch_forward_wgmma<ForwardWgmmaTraits<head_dim, element>, false>( \
+      const ForwardParams&, cudaStream_t);                                               \
+  kind template void launch_forward_wgmma<ForwardWgmmaTraits<head_dim, element>, true>(  \
+      const ForwardParams&, cudaStream_t)
+
 RINGPACK_FORWARD_INSTANCE(extern, 64, __nv_bfloat16);
 RINGPACK_FORWARD_INSTANCE(extern, 64, __half);
 RINGPACK_FORWARD_INSTANCE(extern, 128, __nv_bfloat16);
 RINGPACK_FORWARD_INSTANCE(extern, 128, __half);
 RINGPACK_FORWARD_INSTANCE(extern, 256, __nv_bfloat16);
 RINGPACK_FORWARD_INSTANCE(extern, 256, __half);
+RINGPACK_FORWARD_WGMMA_INSTANCE(extern, 64, __nv_bfloat16);
+RINGPACK_FORWARD_WGMMA_INSTANCE(extern, 64, __half);
+RINGPACK_FORWARD_WGMMA_INSTANCE(extern, 128, __nv_bfloat16);
+RINGPACK_FORWARD_WGMMA_INSTANCE(extern, 128, __half);
 
 }  // namespace ringpack::cuda

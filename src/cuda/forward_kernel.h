@@ -21,14 +21,14 @@
 #include <cstdint>
 
 #include "cuda/cuda_check.h"
+#include "cuda/forward_epilogue.h"
 #include "cuda/forward_instances.h"
 #include "cuda/forward_mma.h"
 #include "cuda/forward_params.h"
+#include "cuda/forward_softmax.h"
 #include "cuda/kernel_traits.h"
 
 namespace ringpack::cuda {
-
-constexpr unsigned kFullMask = 0xffffffffu;
 
 // Copies rows [0, rows) of a [tokens, row_stride] global tile into a swizzled shared tile; rows at
 // or past valid_rows are zero-filled (their source is never read).
@@ -44,37 +44,6 @@ __device__ __forceinline__ void load_tile_async(typename Traits::Element* smem,
     const auto* src = gmem + (valid ? row * row_stride + chunk * kChunkElems : 0);
     cp_async_16(smem + swizzled_offset<Traits::kHeadDim>(row, chunk), src, valid);
   }
-}
-
-// Rule (1) of DESIGN.md §2 for one query row as an interval test: the visible keys are those of
-// segment `segment` with position in [pos_lo, pos_hi] (causal: [pos - window, pos]; non-causal:
-// [pos - window, pos + window]; no window: unbounded on that side). A padding query (segment 0)
-// gets an empty interval. Three compares per element instead of the general rule's branches.
-struct VisibleKeys {
-  int32_t segment;
-  int32_t pos_lo;
-  int32_t pos_hi;
-  __device__ __forceinline__ bool contains(int32_t key_segment, int32_t key_pos) const {
-    return key_segment == segment && key_pos >= pos_lo && key_pos <= pos_hi;
-  }
-};
-
-__device__ __forceinline__ VisibleKeys visible_keys(int32_t segment, int32_t pos,
-                                                    const MaskSpec& mask) {
-  if (segment == 0) return {0, INT32_MAX, INT32_MIN};
-  const int64_t window = mask.window;
-  const int64_t lo = window >= 0 ? int64_t(pos) - window : int64_t(INT32_MIN);
-  const int64_t hi = mask.causal   ? int64_t(pos)
-                     : window >= 0 ? int64_t(pos) + window
-                                   : int64_t(INT32_MAX);
-  return {segment, int32_t(max(lo, int64_t(INT32_MIN))), int32_t(min(hi, int64_t(INT32_MAX)))};
-}
-
-// 2^x on the SFU (ex2.approx): the softmax's exponentials; 2^-inf = +0.
-__device__ __forceinline__ float fast_exp2(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
-  return y;
 }
 
 template <class Traits, bool kMerge>
@@ -226,62 +195,17 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 2)
         }
       }
 
-      // Partial tile: rule (1) per element; invisible pairs get -inf.
+      // Partial tile: rule (1) per element; then P and the rescaled O, l.
       if (entry & 1) {
-        const int32_t* s_seg = s_seg_k + stage * kBlockN;
-        const int32_t* s_pos = s_pos_k + stage * kBlockN;
-        VisibleKeys keys[kRows];  // row i: row block i / 2, row g + 8 (i % 2)
+        VisibleKeys keys[kRows];
 #pragma unroll
         for (int i = 0; i < kRows; ++i) {
           const int row = warp_row0 + 16 * (i / 2) + quad_row + 8 * (i % 2);
           keys[i] = visible_keys(s_seg_q[row], s_pos_q[row], params.mask);
         }
-#pragma unroll
-        for (int t = 0; t < kSTiles; ++t) {
-#pragma unroll
-          for (int j = 0; j < 2; ++j) {
-            const int col = 8 * t + quad_col + j;
-            const int32_t key_seg = s_seg[col];
-            const int32_t key_pos = s_pos[col];
-#pragma unroll
-            for (int i = 0; i < kRows; ++i)
-              if (!keys[i].contains(key_seg, key_pos)) s[i / 2][t][2 * (i % 2) + j] = -INFINITY;
-          }
-        }
+        mask_partial_tile(s, keys, s_seg_k + stage * kBlockN, s_pos_k + stage * kBlockN, quad_col);
       }
-
-      // Online softmax per row: new max (quad-reduced: 4 lanes share a row), rescale O and l,
-      // P = 2^(s * scale * log2 e - m').
-#pragma unroll
-      for (int i = 0; i < kRows; ++i) {
-        const int m = i / 2;
-        const int e0 = 2 * (i % 2);
-        float tile_max = -INFINITY;
-#pragma unroll
-        for (int t = 0; t < kSTiles; ++t)
-          tile_max = fmaxf(tile_max, fmaxf(s[m][t][e0], s[m][t][e0 + 1]));
-        tile_max = fmaxf(tile_max, __shfl_xor_sync(kFullMask, tile_max, 1));
-        tile_max = fmaxf(tile_max, __shfl_xor_sync(kFullMask, tile_max, 2));
-        const float new_max = fmaxf(row_max[i], tile_max);
-        // A row with nothing visible yet keeps max -inf; use 0 so 2^(-inf - 0) = 0, not NaN.
-        const float max_scaled = new_max == -INFINITY ? 0.0f : new_max * params.scale_log2;
-        const float correction = fast_exp2(row_max[i] * params.scale_log2 - max_scaled);
-        row_max[i] = new_max;
-        row_sum[i] *= correction;
-#pragma unroll
-        for (int t = 0; t < kOTiles; ++t) {
-          acc_o[m][t][e0] *= correction;
-          acc_o[m][t][e0 + 1] *= correction;
-        }
-#pragma unroll
-        for (int t = 0; t < kSTiles; ++t) {
-#pragma unroll
-          for (int e = e0; e < e0 + 2; ++e) {
-            s[m][t][e] = fast_exp2(fmaf(s[m][t][e], params.scale_log2, -max_scaled));
-            row_sum[i] += s[m][t][e];
-          }
-        }
-      }
+      online_softmax(s, acc_o, row_max, row_sum, params.scale_log2);
 
       // O += P V: P re-packed as A fragments (two n8 S tiles = one k16 A tile); each V fragment
       // feeds kMTiles MMAs.
@@ -313,89 +237,9 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 2)
     }
   }
 
-  // Row totals l = sum over the quad, then lse = m * scale + ln(l) (natural log).
-  float lse_row[kRows];
-  float inv_sum[kRows];
-#pragma unroll
-  for (int i = 0; i < kRows; ++i) {
-    float sum = row_sum[i];
-    sum += __shfl_xor_sync(kFullMask, sum, 1);
-    sum += __shfl_xor_sync(kFullMask, sum, 2);
-    const bool any = sum > 0.0f;
-    lse_row[i] = any ? row_max[i] * params.scale + logf(sum) : -INFINITY;
-    inv_sum[i] = any ? 1.0f / sum : 0.0f;
-  }
-
-  if constexpr (!kMerge) {
-    // Direct: stage O (dtype) through the warp's own rows of s_q (no other warp reads them),
-    // then 16-byte coalesced stores.
-    Element* s_o = s_q + warp_row0 * kHeadDim;
-#pragma unroll
-    for (int i = 0; i < kRows; ++i) {
-      const int row = 16 * (i / 2) + quad_row + 8 * (i % 2);
-#pragma unroll
-      for (int t = 0; t < kOTiles; ++t) {  // n8 tile t = 16-byte chunk t of the row
-        const float* o = acc_o[i / 2][t] + 2 * (i % 2);
-        *reinterpret_cast<uint32_t*>(s_o + swizzled_offset<kHeadDim>(row, t) + quad_col) =
-            Ops::pack(o[0] * inv_sum[i], o[1] * inv_sum[i]);
-      }
-    }
-    __syncwarp();
-    auto* out = static_cast<Element*>(params.out) + int64_t(head) * kHeadDim;
-    for (int i = lane; i < Traits::kRowsPerWarp * Traits::kChunksPerRow; i += kWarpSize) {
-      const int r = i / Traits::kChunksPerRow;
-      const int chunk = i % Traits::kChunksPerRow;
-      const int row = q_begin + warp_row0 + r;
-      if (row >= params.seqlen_q) continue;
-      const int64_t token = int64_t(batch) * params.seqlen_q + row;
-      *reinterpret_cast<uint4*>(out + token * params.q_token_stride + chunk * kChunkElems) =
-          *reinterpret_cast<const uint4*>(s_o + swizzled_offset<kHeadDim>(r, chunk));
-    }
-    if (lane % 4 == 0) {
-#pragma unroll
-      for (int i = 0; i < kRows; ++i) {
-        const int row = q_begin + warp_row0 + 16 * (i / 2) + quad_row + 8 * (i % 2);
-        if (row < params.seqlen_q)
-          params.lse[(int64_t(batch) * params.num_heads_q + head) * params.seqlen_q + row] =
-              lse_row[i];
-      }
-    }
-  } else {
-    // Merge (DESIGN.md §4): lse' = logaddexp(lse_acc, lse_s);
-    //   out_acc = out_acc * exp(lse_acc - lse') + (O / l) * exp(lse_s - lse').
-    // Lane 0 of each quad reads lse_acc once and shares it, so the later write cannot race a read.
-    float lse_old[kRows];
-#pragma unroll
-    for (int i = 0; i < kRows; ++i) {
-      const int row = q_begin + warp_row0 + 16 * (i / 2) + quad_row + 8 * (i % 2);
-      const int64_t index = (int64_t(batch) * params.num_heads_q + head) * params.seqlen_q + row;
-      const float mine = (lane % 4 == 0 && row < params.seqlen_q) ? params.lse_acc[index] : 0.0f;
-      lse_old[i] = __shfl_sync(kFullMask, mine, lane & ~3);
-    }
-#pragma unroll
-    for (int i = 0; i < kRows; ++i) {
-      const int row = q_begin + warp_row0 + 16 * (i / 2) + quad_row + 8 * (i % 2);
-      if (row >= params.seqlen_q || lse_row[i] == -INFINITY) continue;  // nothing to merge
-      const float hi = fmaxf(lse_old[i], lse_row[i]);
-      const float lse_new = hi + logf(expf(lse_old[i] - hi) + expf(lse_row[i] - hi));
-      const float w_old = expf(lse_old[i] - lse_new);  // 0 when lse_acc = -inf
-      const float w_new = expf(lse_row[i] - lse_new) * inv_sum[i];
-      const int64_t token = int64_t(batch) * params.seqlen_q + row;
-      float* out = params.out_acc + token * params.q_token_stride + int64_t(head) * kHeadDim;
-#pragma unroll
-      for (int t = 0; t < kOTiles; ++t) {
-        const float* o_s = acc_o[i / 2][t] + 2 * (i % 2);
-        float2* p = reinterpret_cast<float2*>(out + 8 * t + quad_col);
-        float2 o = *p;
-        o.x = o.x * w_old + o_s[0] * w_new;
-        o.y = o.y * w_old + o_s[1] * w_new;
-        *p = o;
-      }
-      if (lane % 4 == 0)
-        params.lse_acc[(int64_t(batch) * params.num_heads_q + head) * params.seqlen_q + row] =
-            lse_new;
-    }
-  }
+  // Direct: staged through the warp's own rows of s_q (no other warp reads them).
+  forward_epilogue<Traits, kMerge>(params, acc_o, row_max, row_sum, s_q + warp_row0 * kHeadDim,
+                                   WarpRows{batch, head, q_begin + warp_row0, lane});
 }
 
 template <class Traits, bool kMerge>

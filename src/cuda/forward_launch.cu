@@ -6,6 +6,8 @@
 #include <cuda_fp16.h>
 
 #include <cstdint>
+#include <cstdlib>
+#include <string_view>
 
 #include "cuda/cuda_check.h"
 #include "cuda/forward_api.h"
@@ -69,7 +71,21 @@ __global__ void order_tiles_kernel(const int32_t* __restrict__ tile_counts, int 
 }
 
 template <class Element>
-void dispatch(const ForwardParams& params, int head_dim, bool merge, cudaStream_t stream) {
+void dispatch(const ForwardParams& params, int head_dim, bool wgmma, bool merge,
+              cudaStream_t stream) {
+  if (wgmma) {
+    switch (head_dim) {
+      case 64:
+        return merge ? launch_forward_wgmma<ForwardWgmmaTraits<64, Element>, true>(params, stream)
+                     : launch_forward_wgmma<ForwardWgmmaTraits<64, Element>, false>(params, stream);
+      case 128:
+        return merge
+                   ? launch_forward_wgmma<ForwardWgmmaTraits<128, Element>, true>(params, stream)
+                   : launch_forward_wgmma<ForwardWgmmaTraits<128, Element>, false>(params, stream);
+      default:
+        RINGPACK_FAIL("head_dim ", head_dim, " has no wgmma forward kernel");
+    }
+  }
   switch (head_dim) {
     case 64:
       return merge ? launch_forward<ForwardTraitsFor<64, Element>, true>(params, stream)
@@ -83,6 +99,18 @@ void dispatch(const ForwardParams& params, int head_dim, bool merge, cudaStream_
     default:
       RINGPACK_FAIL("head_dim ", head_dim, " has no CUDA forward kernel; use 64, 128 or 256");
   }
+}
+
+// The main loop for this device and head_dim: wgmma on sm_90 unless RINGPACK_FORWARD_MMA_SYNC=1
+// asks for the portable mma.sync loop (A/B benchmarks, tests of both loops).
+bool choose_wgmma(int head_dim) {
+  int device = 0;
+  int major = 0;
+  RINGPACK_CUDA_CHECK(cudaGetDevice(&device));
+  RINGPACK_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+  const char* force = std::getenv("RINGPACK_FORWARD_MMA_SYNC");
+  const bool forced_mma_sync = force != nullptr && std::string_view(force) == "1";
+  return !forced_mma_sync && use_forward_wgmma(major, head_dim);
 }
 
 size_t align_up(size_t bytes) {
@@ -102,7 +130,8 @@ void run_forward_impl(const AttentionStep& step, bool merge, void* out, float* l
                  "; use a kv head count that divides the query heads");
   if (dims.batch == 0 || dims.seqlen_q == 0 || dims.num_heads_q == 0) return;
 
-  const ForwardTileConfig tiles = forward_tile_config(dims.head_dim);
+  const bool wgmma = choose_wgmma(dims.head_dim);
+  const ForwardTileConfig tiles = wgmma ? kForwardWgmmaTiles : forward_tile_config(dims.head_dim);
   const int num_tiles_q = num_tiles(dims.seqlen_q, tiles.block_m);
   const int num_tiles_k = num_tiles(dims.seqlen_k, tiles.block_n);
   const int slots = dims.batch * num_tiles_q;
@@ -168,9 +197,9 @@ void run_forward_impl(const AttentionStep& step, bool merge, void* out, float* l
   params.mask = step.mask;
 
   if (step.dtype == DType::kBF16) {
-    dispatch<__nv_bfloat16>(params, dims.head_dim, merge, stream);
+    dispatch<__nv_bfloat16>(params, dims.head_dim, wgmma, merge, stream);
   } else {
-    dispatch<__half>(params, dims.head_dim, merge, stream);
+    dispatch<__half>(params, dims.head_dim, wgmma, merge, stream);
   }
   RINGPACK_CUDA_CHECK(cudaFreeAsync(scratch, stream));
 }

@@ -6,6 +6,8 @@
 // pipeline.
 #pragma once
 
+#include <cstdint>
+
 namespace ringpack::cuda {
 
 template <int kHeadDim_, int kBlockM_, int kBlockN_, int kNumWarps_, class Element_>
@@ -58,5 +60,37 @@ template <int kHeadDim, class Element>
 using ForwardTraitsFor = ForwardTraits<kHeadDim, forward_tile_config(kHeadDim).block_m,
                                        forward_tile_config(kHeadDim).block_n,
                                        forward_tile_config(kHeadDim).num_warps, Element>;
+
+// The Hopper main loop (forward_wgmma_kernel.h, sm_90a): two consumer warpgroups of 64 query rows
+// each (kBlockM = 128) share K/V tiles of kBlockN = 128 keys. Per thread: S (kBlockN / 2 = 64
+// fp32), O (kHeadDim / 2) and P (kBlockN / 4 packed pairs) in registers; one CTA per SM.
+// Shared tiles use the 128-byte swizzle of wgmma.h (head_dim 128: Q 32 KB + 2 stages x (K, V)
+// 32 KB = 160 KB).
+template <int kHeadDim_, class Element_>
+struct ForwardWgmmaTraits {
+  using Element = Element_;
+  static constexpr int kHeadDim = kHeadDim_;
+  static constexpr int kBlockM = 128;
+  static constexpr int kBlockN = 128;
+  static constexpr int kNumWarpgroups = 2;
+  static constexpr int kNumThreads = kNumWarpgroups * 128;
+  static constexpr int kRowsPerWarp = 16;  // accumulator rows of a warp inside its warpgroup
+  static constexpr int kMTiles = 1;
+  static constexpr int kStages = 2;
+  static constexpr int kChunksPerRow = kHeadDim / 8;
+  static constexpr int kQElems = kBlockM * kHeadDim;
+  static constexpr int kKVElems = kBlockN * kHeadDim;
+  static constexpr int kSmemBytes = int(sizeof(Element)) * (kQElems + 2 * kStages * kKVElems) +
+                                    2 * (kStages * kBlockN + kBlockM) * int(sizeof(int32_t));
+  static_assert(kHeadDim == 64 || kHeadDim == 128, "wgmma N for O is head_dim: 64 or 128");
+};
+
+constexpr ForwardTileConfig kForwardWgmmaTiles{128, 128, 8};
+
+// The wgmma main loop serves head_dim 64 and 128 on sm_90 (the build's sm_90a code); other
+// GPUs and head_dim 256 use the mma.sync loop.
+constexpr bool use_forward_wgmma(int compute_major, int head_dim) {
+  return compute_major == 9 && (head_dim == 64 || head_dim == 128);
+}
 
 }  // namespace ringpack::cuda

@@ -1,0 +1,114 @@
+// The per-tile softmax steps shared by the forward main loops (mma.sync and wgmma): rule (1) of
+// DESIGN.md §2 applied per element on partial tiles, and the online softmax that turns a tile of
+// scores into P while rescaling O. Device code.
+//
+// Register layout (both main loops): s[m][t][e] is the score of row g + 8 (e / 2) of m16 row
+// block m and column 8 t + c + e % 2 of the key tile (g = lane / 4, c = 2 (lane % 4)); acc_o has
+// the same layout over head_dim columns. Row i of a thread is row block i / 2, row g + 8 (i % 2).
+//
+// Online softmax (exp2 domain, scale * log2(e) folded into one FFMA), per row:
+//     m' = max(m, max_j s_j);  l' = l * 2^(m - m') + sum_j 2^(s_j - m');  O' = O * 2^(m - m') + P V
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstdint>
+
+#include "ringpack/mask.h"
+
+namespace ringpack::cuda {
+
+// Rule (1) of DESIGN.md §2 for one query row as an interval test: the visible keys are those of
+// segment `segment` with position in [pos_lo, pos_hi] (causal: [pos - window, pos]; non-causal:
+// [pos - window, pos + window]; no window: unbounded on that side). A padding query (segment 0)
+// gets an empty interval. Three compares per element instead of the general rule's branches.
+struct VisibleKeys {
+  int32_t segment;
+  int32_t pos_lo;
+  int32_t pos_hi;
+  __device__ __forceinline__ bool contains(int32_t key_segment, int32_t key_pos) const {
+    return key_segment == segment && key_pos >= pos_lo && key_pos <= pos_hi;
+  }
+};
+
+__device__ __forceinline__ VisibleKeys visible_keys(int32_t segment, int32_t pos,
+                                                    const MaskSpec& mask) {
+  if (segment == 0) return {0, INT32_MAX, INT32_MIN};
+  const int64_t window = mask.window;
+  const int64_t lo = window >= 0 ? int64_t(pos) - window : int64_t(INT32_MIN);
+  const int64_t hi = mask.causal   ? int64_t(pos)
+                     : window >= 0 ? int64_t(pos) + window
+                                   : int64_t(INT32_MAX);
+  return {segment, int32_t(max(lo, int64_t(INT32_MIN))), int32_t(min(hi, int64_t(INT32_MAX)))};
+}
+
+// 2^x on the SFU (ex2.approx): the softmax's exponentials; 2^-inf = +0.
+__device__ __forceinline__ float fast_exp2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
+// Partial tile: rule (1) per element; invisible pairs get -inf. s_seg / s_pos: the key tile's
+// segment ids and positions (shared memory); keys[i]: the visible interval of this thread's row i.
+template <int kMTiles, int kSTiles>
+__device__ __forceinline__ void mask_partial_tile(float (&s)[kMTiles][kSTiles][4],
+                                                  const VisibleKeys (&keys)[2 * kMTiles],
+                                                  const int32_t* s_seg, const int32_t* s_pos,
+                                                  int quad_col) {
+#pragma unroll
+  for (int t = 0; t < kSTiles; ++t) {
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {
+      const int col = 8 * t + quad_col + j;
+      const int32_t key_seg = s_seg[col];
+      const int32_t key_pos = s_pos[col];
+#pragma unroll
+      for (int i = 0; i < 2 * kMTiles; ++i)
+        if (!keys[i].contains(key_seg, key_pos)) s[i / 2][t][2 * (i % 2) + j] = -INFINITY;
+    }
+  }
+}
+
+// One online-softmax step: new row max (quad-reduced: 4 lanes share a row), O and l rescaled,
+// s replaced by P = 2^(s * scale * log2 e - m').
+template <int kMTiles, int kSTiles, int kOTiles>
+__device__ __forceinline__ void online_softmax(float (&s)[kMTiles][kSTiles][4],
+                                               float (&acc_o)[kMTiles][kOTiles][4],
+                                               float (&row_max)[2 * kMTiles],
+                                               float (&row_sum)[2 * kMTiles], float scale_log2) {
+  constexpr unsigned kQuadMask = 0xffffffffu;
+#pragma unroll
+  for (int i = 0; i < 2 * kMTiles; ++i) {
+    const int m = i / 2;
+    const int e0 = 2 * (i % 2);
+    float tile_max = -INFINITY;
+#pragma unroll
+    for (int t = 0; t < kSTiles; ++t)
+      tile_max = fmaxf(tile_max, fmaxf(s[m][t][e0], s[m][t][e0 + 1]));
+    tile_max = fmaxf(tile_max, __shfl_xor_sync(kQuadMask, tile_max, 1));
+    tile_max = fmaxf(tile_max, __shfl_xor_sync(kQuadMask, tile_max, 2));
+    const float new_max = fmaxf(row_max[i], tile_max);
+    // A row with nothing visible yet keeps max -inf; use 0 so 2^(-inf - 0) = 0, not NaN.
+    const float max_scaled = new_max == -INFINITY ? 0.0f : new_max * scale_log2;
+    const float correction = fast_exp2(row_max[i] * scale_log2 - max_scaled);
+    row_max[i] = new_max;
+    row_sum[i] *= correction;
+#pragma unroll
+    for (int t = 0; t < kOTiles; ++t) {
+      acc_o[m][t][e0] *= correction;
+      acc_o[m][t][e0 + 1] *= correction;
+    }
+#pragma unroll
+    for (int t = 0; t < kSTiles; ++t) {
+#pragma unroll
+      for (int e = e0; e < e0 + 2; ++e) {
+        s[m][t][e] = fast_exp2(fmaf(s[m][t][e], scale_log2, -max_scaled));
+        row_sum[i] += s[m][t][e];
+      }
+    }
+  }
+}
+
+}  // namespace ringpack::cuda
