@@ -71,13 +71,15 @@ __device__ __forceinline__ void mask_partial_tile(float (&s)[kMTiles][kSTiles][4
   }
 }
 
-// One online-softmax step: new row max (quad-reduced: 4 lanes share a row), O and l rescaled,
-// s replaced by P = 2^(s * scale * log2 e - m').
-template <int kMTiles, int kSTiles, int kOTiles>
-__device__ __forceinline__ void online_softmax(float (&s)[kMTiles][kSTiles][4],
-                                               float (&acc_o)[kMTiles][kOTiles][4],
-                                               float (&row_max)[2 * kMTiles],
-                                               float (&row_sum)[2 * kMTiles], float scale_log2) {
+// One online-softmax step on a tile of scores: new row max (quad-reduced: 4 lanes share a row),
+// l rescaled and grown, s replaced by P = 2^(s * scale * log2 e - m'). O is not touched: the
+// factor 2^(m - m') for each row comes back in `correction`, so a caller whose P V is still in
+// flight can rescale O once it lands (rescale_output).
+template <int kMTiles, int kSTiles>
+__device__ __forceinline__ void softmax_tile(float (&s)[kMTiles][kSTiles][4],
+                                             float (&row_max)[2 * kMTiles],
+                                             float (&row_sum)[2 * kMTiles], float scale_log2,
+                                             float (&correction)[2 * kMTiles]) {
   constexpr unsigned kQuadMask = 0xffffffffu;
 #pragma unroll
   for (int i = 0; i < 2 * kMTiles; ++i) {
@@ -92,23 +94,44 @@ __device__ __forceinline__ void online_softmax(float (&s)[kMTiles][kSTiles][4],
     const float new_max = fmaxf(row_max[i], tile_max);
     // A row with nothing visible yet keeps max -inf; use 0 so 2^(-inf - 0) = 0, not NaN.
     const float max_scaled = new_max == -INFINITY ? 0.0f : new_max * scale_log2;
-    const float correction = fast_exp2(row_max[i] * scale_log2 - max_scaled);
+    correction[i] = fast_exp2(row_max[i] * scale_log2 - max_scaled);
     row_max[i] = new_max;
-    row_sum[i] *= correction;
-#pragma unroll
-    for (int t = 0; t < kOTiles; ++t) {
-      acc_o[m][t][e0] *= correction;
-      acc_o[m][t][e0 + 1] *= correction;
-    }
+    float sum = row_sum[i] * correction[i];
 #pragma unroll
     for (int t = 0; t < kSTiles; ++t) {
 #pragma unroll
       for (int e = e0; e < e0 + 2; ++e) {
         s[m][t][e] = fast_exp2(fmaf(s[m][t][e], scale_log2, -max_scaled));
-        row_sum[i] += s[m][t][e];
+        sum += s[m][t][e];
       }
     }
+    row_sum[i] = sum;
   }
+}
+
+// O rows times their softmax correction factors.
+template <int kMTiles, int kOTiles>
+__device__ __forceinline__ void rescale_output(float (&acc_o)[kMTiles][kOTiles][4],
+                                               const float (&correction)[2 * kMTiles]) {
+#pragma unroll
+  for (int i = 0; i < 2 * kMTiles; ++i) {
+#pragma unroll
+    for (int t = 0; t < kOTiles; ++t) {
+      acc_o[i / 2][t][2 * (i % 2)] *= correction[i];
+      acc_o[i / 2][t][2 * (i % 2) + 1] *= correction[i];
+    }
+  }
+}
+
+// softmax_tile then rescale_output: the step of a main loop whose P V has already landed.
+template <int kMTiles, int kSTiles, int kOTiles>
+__device__ __forceinline__ void online_softmax(float (&s)[kMTiles][kSTiles][4],
+                                               float (&acc_o)[kMTiles][kOTiles][4],
+                                               float (&row_max)[2 * kMTiles],
+                                               float (&row_sum)[2 * kMTiles], float scale_log2) {
+  float correction[2 * kMTiles];
+  softmax_tile(s, row_max, row_sum, scale_log2, correction);
+  rescale_output(acc_o, correction);
 }
 
 }  // namespace ringpack::cuda

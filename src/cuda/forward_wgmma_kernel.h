@@ -7,7 +7,9 @@
 //   - S = Q K^T: 64 x 128 per warpgroup, kHeadDim / 16 wgmma with Q and K from shared memory;
 //   - O += P V: P stays in registers (the S accumulator layout is the A fragment layout once
 //     packed to 16 bits), V is read MN-major from the same swizzled tile layout as K;
-//   - K/V tiles (and the keys' ids/positions of partial tiles) stream through two cp.async stages.
+//   - K/V tiles (and the keys' ids/positions of partial tiles) stream through two cp.async stages;
+//   - software pipeline inside each warpgroup: S_{j+1} = Q K_{j+1}^T is issued together with
+//     P_j V_j, and its softmax runs on the CUDA cores while P_j V_j occupies the tensor cores.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -52,12 +54,12 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
   constexpr int kHeadDim = Traits::kHeadDim;
   constexpr int kBlockM = Traits::kBlockM;
   constexpr int kBlockN = Traits::kBlockN;
-  constexpr int kSTiles = kBlockN / 8;                     // n8 accumulator tiles of S
-  constexpr int kOTiles = kHeadDim / 8;                    // n8 accumulator tiles of O
-  constexpr int kDSteps = kHeadDim / kWgmmaK;              // k16 steps of Q K^T
-  constexpr int kNSteps = kBlockN / kWgmmaK;               // k16 steps of P V
-  constexpr int kRows = 2;                                 // query rows per thread: g and g + 8
-  constexpr int kLineChunks = kSwizzleCols / kChunkElems;  // k16 steps per 64-column block: 4
+  constexpr int kSTiles = kBlockN / 8;                    // n8 accumulator tiles of S
+  constexpr int kOTiles = kHeadDim / 8;                   // n8 accumulator tiles of O
+  constexpr int kDSteps = kHeadDim / kWgmmaK;             // k16 steps of Q K^T
+  constexpr int kNSteps = kBlockN / kWgmmaK;              // k16 steps of P V
+  constexpr int kRows = 2;                                // query rows per thread: g and g + 8
+  constexpr int kStepsPerBlock = kSwizzleCols / kWgmmaK;  // k16 steps per 64-column block: 4
   using MmaS = WgmmaOps<Element, kBlockN>;
   using MmaO = WgmmaOps<Element, kHeadDim>;
 
@@ -101,13 +103,17 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
     s_pos_q[r] = valid ? params.positions_q[index] : 0;
   }  // visible to all warps after the first barrier of the tile loop
 
-  auto issue_kv = [&](int entry, int stage) {
+  float acc_o[1][kOTiles][4] = {};
+  float row_max[kRows] = {-INFINITY, -INFINITY};  // running max of raw scores <q, k>
+  float row_sum[kRows] = {0.0f, 0.0f};            // this thread's partial of l
+
+  // K (and, for partial tiles, the keys' ids and positions) and V of key tile `entry` (encoded
+  // (tile << 1) | partial) go to `stage` in separate cp.async groups: K is needed a step earlier.
+  auto issue_k = [&](int entry, int stage) {
     const int k_begin = (entry >> 1) * kBlockN;
     const int valid = min(kBlockN, params.seqlen_k - k_begin);
-    const int64_t offset = int64_t(k_begin) * params.kv_token_stride;
-    load_swizzled_tile_async<Traits, kBlockN>(s_k + stage * Traits::kKVElems, k + offset,
-                                              params.kv_token_stride, valid);
-    load_swizzled_tile_async<Traits, kBlockN>(s_v + stage * Traits::kKVElems, v + offset,
+    load_swizzled_tile_async<Traits, kBlockN>(s_k + stage * Traits::kKVElems,
+                                              k + int64_t(k_begin) * params.kv_token_stride,
                                               params.kv_token_stride, valid);
     if (entry & 1) {  // partial tile: the per-element rule needs the keys' ids and positions
       for (int i = threadIdx.x; i < kBlockN; i += Traits::kNumThreads) {
@@ -118,6 +124,13 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
       }
     }
   };
+  auto issue_v = [&](int entry, int stage) {
+    const int k_begin = (entry >> 1) * kBlockN;
+    const int valid = min(kBlockN, params.seqlen_k - k_begin);
+    load_swizzled_tile_async<Traits, kBlockN>(s_v + stage * Traits::kKVElems,
+                                              v + int64_t(k_begin) * params.kv_token_stride,
+                                              params.kv_token_stride, valid);
+  };
 
   // Descriptors (wgmma.h). Q: this warpgroup's 64 rows, K-major; K: K-major; V: MN-major.
   constexpr uint32_t kBlockBytesQ = kBlockM * kSwizzleLineBytes;   // one 64-column block of Q
@@ -125,81 +138,114 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
   constexpr uint32_t kStageBytes = Traits::kKVElems * sizeof(Element);
   constexpr uint32_t kStepBytes = kWgmmaK * sizeof(Element);  // one k16 step along a line: 32
   const uint64_t desc_q =
-      smem_descriptor(s_q + warpgroup * 64 * kSwizzleCols, 16, kSwizzleAtomBytes);
-  const uint64_t desc_k = smem_descriptor(s_k, 16, kSwizzleAtomBytes);
+      smem_descriptor(s_q + warpgroup * 64 * kSwizzleCols, kChunkBytes, kSwizzleAtomBytes);
+  const uint64_t desc_k = smem_descriptor(s_k, kChunkBytes, kSwizzleAtomBytes);
   const uint64_t desc_v = smem_descriptor(s_v, kBlockBytesKV, kSwizzleAtomBytes);
 
-  float acc_o[1][kOTiles][4] = {};
-  float row_max[kRows] = {-INFINITY, -INFINITY};  // running max of raw scores <q, k>
-  float row_sum[kRows] = {0.0f, 0.0f};            // this thread's partial of l
+  // Issues S = Q K^T (64 x kBlockN per warpgroup, fp32) for the K tile in `stage`.
+  auto issue_scores = [&](float(&scores)[1][kSTiles][4], int stage) {
+#pragma unroll
+    for (int d = 0; d < kDSteps; ++d) {
+      const uint32_t in_block = (d % kStepsPerBlock) * kStepBytes;
+      const uint32_t offset_q = (d / kStepsPerBlock) * kBlockBytesQ + in_block;
+      const uint32_t offset_k =
+          stage * kStageBytes + (d / kStepsPerBlock) * kBlockBytesKV + in_block;
+      MmaS::template ss<0>(scores[0], advance_descriptor(desc_q, offset_q),
+                           advance_descriptor(desc_k, offset_k), d > 0);
+    }
+  };
+  // Issues O += P V for the V tile in `stage`: V rows 16 kk .. 16 kk + 15 are k16 step kk.
+  auto issue_output = [&](const uint32_t(&probs)[kNSteps][4], int stage) {
+#pragma unroll
+    for (int kk = 0; kk < kNSteps; ++kk) {
+      const uint32_t offset_v = stage * kStageBytes + kk * kWgmmaK * kSwizzleLineBytes;
+      MmaO::template rs<1>(acc_o[0], probs[kk], advance_descriptor(desc_v, offset_v), true);
+    }
+  };
+  // Partial tiles: rule (1) per element on the scores of the key tile in `stage`.
+  auto mask_scores = [&](float(&scores)[1][kSTiles][4], int entry, int stage) {
+    if (!(entry & 1)) return;
+    VisibleKeys keys[kRows];
+#pragma unroll
+    for (int i = 0; i < kRows; ++i) {
+      const int row = warp_row0 + quad_row + 8 * i;
+      keys[i] = visible_keys(s_seg_q[row], s_pos_q[row], params.mask);
+    }
+    mask_partial_tile(scores, keys, s_seg_k + stage * kBlockN, s_pos_k + stage * kBlockN, quad_col);
+  };
+  // P as A fragments: two n8 S tiles = one k16 A tile (rows g, g + 8; columns c, c + 8).
+  auto pack_probs = [&](uint32_t(&probs)[kNSteps][4], const float(&scores)[1][kSTiles][4]) {
+#pragma unroll
+    for (int kk = 0; kk < kNSteps; ++kk) {
+      probs[kk][0] = Ops::pack(scores[0][2 * kk][0], scores[0][2 * kk][1]);
+      probs[kk][1] = Ops::pack(scores[0][2 * kk][2], scores[0][2 * kk][3]);
+      probs[kk][2] = Ops::pack(scores[0][2 * kk + 1][0], scores[0][2 * kk + 1][1]);
+      probs[kk][3] = Ops::pack(scores[0][2 * kk + 1][2], scores[0][2 * kk + 1][3]);
+    }
+  };
 
   if (tile_count > 0) {
+    // Software pipeline: while the tensor cores run P_j V_j, the warpgroup turns S_{j+1} into
+    // P_{j+1}; O is rescaled once P_j V_j has landed. cp.async groups, in order: {Q, K_0, V_0},
+    // {K_1}, {V_1}, then per step j: {K_{j+2}} at its start and {V_{j+2}} at its end, so step j
+    // waits for all but the newest group (K_{j+1} and V_j landed, V_{j+1} may be in flight).
     load_swizzled_tile_async<Traits, kBlockM>(s_q, q, params.q_token_stride,
                                               params.seqlen_q - q_begin);
-    int entry = tile_list[0];
-    issue_kv(entry, 0);
+    issue_k(tile_list[0], 0);
+    issue_v(tile_list[0], 0);
     cp_async_commit();
-    int entry_after = tile_count > 1 ? tile_list[1] : -1;  // list read one tile ahead
+    if (tile_count > 1) issue_k(tile_list[1], 1);
+    cp_async_commit();
+    if (tile_count > 1) issue_v(tile_list[1], 1);
+    cp_async_commit();
+    cp_async_wait<2>();
+    fence_proxy_async_shared();  // copies visible to the tensor cores
+    __syncthreads();
+
+    float s[1][kSTiles][4];
+    uint32_t p[kNSteps][4];
+    float correction[kRows];
+    wgmma_fence();
+    issue_scores(s, 0);
+    wgmma_commit();
+    wgmma_wait<0>();
+    fence_accumulators(s[0]);
+    mask_scores(s, tile_list[0], 0);
+    softmax_tile(s, row_max, row_sum, params.scale_log2, correction);  // O = 0: nothing to rescale
+    pack_probs(p, s);
 
     for (int it = 0; it < tile_count; ++it) {
       const int stage = it & 1;
-      const int next = entry_after;
-      entry_after = it + 2 < tile_count ? tile_list[it + 2] : -1;
-      if (next >= 0) issue_kv(next, stage ^ 1);
+      const bool has_next = it + 1 < tile_count;
+      cp_async_wait<1>();  // K_{it+1} and V_it landed (this thread's copies)
+      fence_proxy_async_shared();
+      __syncthreads();  // ... everyone's; and every S_it is done, so K stage `stage` is free
+      if (it + 2 < tile_count) issue_k(tile_list[it + 2], stage);
       cp_async_commit();
-      cp_async_wait<1>();          // Q and this tile have landed (this thread's copies)
-      fence_proxy_async_shared();  // ... and are visible to the tensor cores
-      __syncthreads();
 
-      // S = Q K^T: 64 x kBlockN per warpgroup, fp32.
-      float s[1][kSTiles][4];
-      wgmma_fence();
-#pragma unroll
-      for (int d = 0; d < kDSteps; ++d) {
-        const uint32_t offset = (d / kLineChunks) * kBlockBytesQ + (d % kLineChunks) * kStepBytes;
-        const uint32_t offset_k = stage * kStageBytes + (d / kLineChunks) * kBlockBytesKV +
-                                  (d % kLineChunks) * kStepBytes;
-        MmaS::template ss<0>(s[0], advance_descriptor(desc_q, offset),
-                             advance_descriptor(desc_k, offset_k), d > 0);
-      }
-      wgmma_commit();
-      wgmma_wait<0>();
-      fence_accumulators(s[0]);
-
-      if (entry & 1) {
-        VisibleKeys keys[kRows];
-#pragma unroll
-        for (int i = 0; i < kRows; ++i) {
-          const int row = warp_row0 + quad_row + 8 * i;
-          keys[i] = visible_keys(s_seg_q[row], s_pos_q[row], params.mask);
-        }
-        mask_partial_tile(s, keys, s_seg_k + stage * kBlockN, s_pos_k + stage * kBlockN, quad_col);
-      }
-      online_softmax(s, acc_o, row_max, row_sum, params.scale_log2);
-
-      // P as A fragments: two n8 S tiles = one k16 A tile (rows g, g + 8; columns c, c + 8).
-      uint32_t p[kNSteps][4];
-#pragma unroll
-      for (int kk = 0; kk < kNSteps; ++kk) {
-        p[kk][0] = Ops::pack(s[0][2 * kk][0], s[0][2 * kk][1]);
-        p[kk][1] = Ops::pack(s[0][2 * kk][2], s[0][2 * kk][3]);
-        p[kk][2] = Ops::pack(s[0][2 * kk + 1][0], s[0][2 * kk + 1][1]);
-        p[kk][3] = Ops::pack(s[0][2 * kk + 1][2], s[0][2 * kk + 1][3]);
-      }
-
-      // O += P V: V rows 16 kk .. 16 kk + 15 are the k16 step, MN-major.
       fence_accumulators(acc_o[0]);
       wgmma_fence();
-#pragma unroll
-      for (int kk = 0; kk < kNSteps; ++kk) {
-        const uint32_t offset_v = stage * kStageBytes + kk * kWgmmaK * kSwizzleLineBytes;
-        MmaO::template rs<1>(acc_o[0], p[kk], advance_descriptor(desc_v, offset_v), true);
+      if (has_next) {
+        issue_scores(s, stage ^ 1);
+        wgmma_commit();
       }
+      issue_output(p, stage);
       wgmma_commit();
+      if (has_next) {
+        wgmma_wait<1>();  // S_{it+1} landed; P_it V_it may still run
+        fence_accumulators(s[0]);
+        mask_scores(s, tile_list[it + 1], stage ^ 1);
+        softmax_tile(s, row_max, row_sum, params.scale_log2, correction);
+      }
       wgmma_wait<0>();
       fence_accumulators(acc_o[0]);
-      __syncthreads();  // every warpgroup is done with `stage` before it is refilled
-      entry = next;
+      if (has_next) {
+        rescale_output(acc_o, correction);
+        pack_probs(p, s);
+      }
+      __syncthreads();  // every warpgroup is done with V stage `stage`
+      if (it + 2 < tile_count) issue_v(tile_list[it + 2], stage);
+      cp_async_commit();
     }
   }
 
