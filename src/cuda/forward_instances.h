@@ -24,13 +24,14 @@ void launch_forward(const ForwardParams& params, cudaStream_t stream);
       const ForwardParams&, cudaStream_t)
 
 template <class Traits, bool kMerge>
-void launch_forward_wgmma(const ForwardParams& params, cudaStream_t stream);
+void launch_forward_wgmma(const ForwardParams& params, const ForwardTensorMaps& maps,
+                          cudaStream_t stream);
 
 #define RINGPACK_FORWARD_WGMMA_INSTANCE(kind, head_dim, element)                         \
   kind template void launch_forward_wgmma<ForwardWgmmaTraits<head_dim, element>, false>( \
-      const ForwardParams&, cudaStream_t);                                               \
+      const ForwardParams&, const ForwardTensorMaps&, cudaStream_t);                     \
   kind template void launch_forward_wgmma<ForwardWgmmaTraits<head_dim, element>, true>(  \
-      const ForwardParams&, cudaStream_t)
+      const ForwardParams&, const ForwardTensorMaps&, cudaStream_t)
 
 RINGPACK_FORWARD_INSTANCE(extern, 64, __nv_bfloat16);
 RINGPACK_FORWARD_INSTANCE(extern, 64, __half);

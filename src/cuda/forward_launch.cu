@@ -13,6 +13,7 @@
 #include "cuda/forward_api.h"
 #include "cuda/forward_instances.h"
 #include "cuda/forward_mma.h"
+#include "cuda/tensor_map.h"
 #include "cuda/tile_ranges.h"
 
 namespace ringpack::cuda {
@@ -70,18 +71,23 @@ __global__ void order_tiles_kernel(const int32_t* __restrict__ tile_counts, int 
   order[rank] = i;
 }
 
+template <class Element, int kHeadDim>
+void dispatch_wgmma(const ForwardParams& params, const ForwardTensorMaps& maps, bool merge,
+                    cudaStream_t stream) {
+  using Traits = ForwardWgmmaTraits<kHeadDim, Element>;
+  return merge ? launch_forward_wgmma<Traits, true>(params, maps, stream)
+               : launch_forward_wgmma<Traits, false>(params, maps, stream);
+}
+
 template <class Element>
-void dispatch(const ForwardParams& params, int head_dim, bool wgmma, bool merge,
+void dispatch(const ForwardParams& params, const ForwardTensorMaps* maps, int head_dim, bool merge,
               cudaStream_t stream) {
-  if (wgmma) {
+  if (maps != nullptr) {  // the wgmma kernel (choose_wgmma)
     switch (head_dim) {
       case 64:
-        return merge ? launch_forward_wgmma<ForwardWgmmaTraits<64, Element>, true>(params, stream)
-                     : launch_forward_wgmma<ForwardWgmmaTraits<64, Element>, false>(params, stream);
+        return dispatch_wgmma<Element, 64>(params, *maps, merge, stream);
       case 128:
-        return merge
-                   ? launch_forward_wgmma<ForwardWgmmaTraits<128, Element>, true>(params, stream)
-                   : launch_forward_wgmma<ForwardWgmmaTraits<128, Element>, false>(params, stream);
+        return dispatch_wgmma<Element, 128>(params, *maps, merge, stream);
       default:
         RINGPACK_FAIL("head_dim ", head_dim, " has no wgmma forward kernel");
     }
@@ -102,7 +108,8 @@ void dispatch(const ForwardParams& params, int head_dim, bool wgmma, bool merge,
 }
 
 // The main loop for this device and head_dim: wgmma on sm_90 unless RINGPACK_FORWARD_MMA_SYNC=1
-// asks for the portable mma.sync loop (A/B benchmarks, tests of both loops).
+// asks for the portable mma.sync loop (A/B benchmarks, tests of both loops), or the tensors
+// cannot be described by TMA maps (base addresses not 16-byte aligned): then the mma.sync loop.
 bool choose_wgmma(int head_dim) {
   int device = 0;
   int major = 0;
@@ -130,7 +137,16 @@ void run_forward_impl(const AttentionStep& step, bool merge, void* out, float* l
                  "; use a kv head count that divides the query heads");
   if (dims.batch == 0 || dims.seqlen_q == 0 || dims.num_heads_q == 0) return;
 
-  const bool wgmma = choose_wgmma(dims.head_dim);
+  ForwardTensorMaps maps{};
+  const bool bf16 = step.dtype == DType::kBF16;
+  const bool wgmma =
+      choose_wgmma(dims.head_dim) &&
+      encode_token_tile_map(&maps.q, step.q, bf16, int64_t(dims.batch) * dims.seqlen_q,
+                            dims.num_heads_q, dims.head_dim, kForwardWgmmaTiles.block_m) &&
+      encode_token_tile_map(&maps.k, step.k, bf16, int64_t(dims.batch) * dims.seqlen_k,
+                            dims.num_heads_kv, dims.head_dim, kForwardWgmmaTiles.block_n) &&
+      encode_token_tile_map(&maps.v, step.v, bf16, int64_t(dims.batch) * dims.seqlen_k,
+                            dims.num_heads_kv, dims.head_dim, kForwardWgmmaTiles.block_n);
   const ForwardTileConfig tiles = wgmma ? kForwardWgmmaTiles : forward_tile_config(dims.head_dim);
   const int num_tiles_q = num_tiles(dims.seqlen_q, tiles.block_m);
   const int num_tiles_k = num_tiles(dims.seqlen_k, tiles.block_n);
@@ -197,9 +213,9 @@ void run_forward_impl(const AttentionStep& step, bool merge, void* out, float* l
   params.mask = step.mask;
 
   if (step.dtype == DType::kBF16) {
-    dispatch<__nv_bfloat16>(params, dims.head_dim, wgmma, merge, stream);
+    dispatch<__nv_bfloat16>(params, wgmma ? &maps : nullptr, dims.head_dim, merge, stream);
   } else {
-    dispatch<__half>(params, dims.head_dim, wgmma, merge, stream);
+    dispatch<__half>(params, wgmma ? &maps : nullptr, dims.head_dim, merge, stream);
   }
   RINGPACK_CUDA_CHECK(cudaFreeAsync(scratch, stream));
 }

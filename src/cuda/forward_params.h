@@ -5,6 +5,8 @@
 // Tensors are BSHD, contiguous; strides below are in elements.
 #pragma once
 
+#include <cuda.h>
+
 #include <cstdint>
 #include <type_traits>
 
@@ -58,5 +60,14 @@ struct ForwardParams {
 };
 
 static_assert(std::is_trivially_copyable_v<ForwardParams>, "passed by value to the kernel");
+
+// TMA descriptors of the wgmma kernel (tensor_map.h), passed by value beside ForwardParams:
+// q as [batch * seqlen_q, num_heads_q, head_dim] in boxes of block_m tokens x 64 columns, k and v
+// as [batch * seqlen_k, num_heads_kv, head_dim] in boxes of block_n tokens x 64 columns.
+struct ForwardTensorMaps {
+  CUtensorMap q;
+  CUtensorMap k;
+  CUtensorMap v;
+};
 
 }  // namespace ringpack::cuda

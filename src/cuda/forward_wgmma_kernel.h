@@ -1,15 +1,22 @@
-// The forward attention kernel with Hopper's warpgroup MMA (wgmma, sm_90a) for packed rows in any
-// token order. Device code; included only by src/cuda/instances/forward_wgmma_*.cu.
+// The forward attention kernel for Hopper (sm_90a): warp-specialised, TMA-fed, wgmma main loop,
+// for packed rows in any token order. Device code; included only by
+// src/cuda/instances/forward_wgmma_*.cu.
 //
 // Same contract, tile lists, mask policy, softmax and epilogues as the mma.sync kernel
-// (forward_kernel.h); only the main loop differs:
-//   - CTA = 2 warpgroups; warpgroup w owns query rows [64 w, 64 w + 64) of a 128-row tile;
-//   - S = Q K^T: 64 x 128 per warpgroup, kHeadDim / 16 wgmma with Q and K from shared memory;
-//   - O += P V: P stays in registers (the S accumulator layout is the A fragment layout once
-//     packed to 16 bits), V is read MN-major from the same swizzled tile layout as K;
-//   - K/V tiles (and the keys' ids/positions of partial tiles) stream through two cp.async stages;
-//   - software pipeline inside each warpgroup: S_{j+1} = Q K_{j+1}^T is issued together with
-//     P_j V_j, and its softmax runs on the CUDA cores while P_j V_j occupies the tensor cores.
+// (forward_kernel.h); the main loop differs:
+//   - CTA = 2 consumer warpgroups + 1 producer warpgroup (setmaxnreg moves its registers to the
+//     consumers). Warpgroup w < 2 owns query rows [64 w, 64 w + 64) of a 128-row tile; both read
+//     the same K/V tiles.
+//   - One producer warp walks the tile list and fills two K and two V stages with TMA copies
+//     (tensor maps with the 128-byte swizzle of wgmma.h), plus the keys' ids and positions for
+//     partial tiles; full/empty mbarriers per stage hand each stage to the consumers and back, so
+//     the warpgroups run decoupled from each other and from the loads.
+//   - S = Q K^T: 64 x 128 per warpgroup, head_dim / 16 wgmma with Q and K from shared memory;
+//     O += P V with P in registers (the S accumulator layout is the A fragment layout once packed
+//     to 16 bits) and V read MN-major from the same tile layout as K.
+//   - Software pipeline inside each warpgroup: S_{j+1} is issued together with P_j V_j, and its
+//     softmax runs on the CUDA cores while P_j V_j occupies the tensor cores; O is rescaled once
+//     P_j V_j has landed.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -24,154 +31,177 @@
 #include "cuda/forward_params.h"
 #include "cuda/forward_softmax.h"
 #include "cuda/kernel_traits.h"
+#include "cuda/tma.h"
 #include "cuda/wgmma.h"
 
 namespace ringpack::cuda {
 
-// Copies rows [0, kRows) of a [tokens, row_stride] global tile into a 128B-swizzled shared tile
-// (wgmma.h); rows at or past valid_rows are zero-filled (their source is never read).
-template <class Traits, int kRows>
-__device__ __forceinline__ void load_swizzled_tile_async(typename Traits::Element* smem,
-                                                         const typename Traits::Element* gmem,
-                                                         int64_t row_stride, int valid_rows) {
-  constexpr int kChunks = Traits::kChunksPerRow;
-#pragma unroll 4
-  for (int i = threadIdx.x; i < kRows * kChunks; i += Traits::kNumThreads) {
-    const int row = i / kChunks;
-    const int chunk = i % kChunks;
-    const bool valid = row < valid_rows;
-    const auto* src = gmem + (valid ? row * row_stride + chunk * kChunkElems : 0);
-    cp_async_16(smem + swizzled_tile_offset<kRows>(row, chunk), src, valid);
-  }
-}
+// Shared memory of one CTA; tiles first, each 1024-byte aligned for the swizzle.
+template <class Traits>
+struct ForwardWgmmaSmem {
+  using Element = typename Traits::Element;
+  static constexpr int kStages = Traits::kStages;
+  static constexpr int kBlockN = Traits::kBlockN;
+  alignas(1024) Element q[Traits::kQElems];            // [kHeadDim / 64][kBlockM][64]
+  alignas(1024) Element k[kStages][Traits::kKVElems];  // [kHeadDim / 64][kBlockN][64] each
+  alignas(1024) Element v[kStages][Traits::kKVElems];  // [kHeadDim / 64][kBlockN][64] each
+  int32_t segment_ids_k[kStages][kBlockN];             // keys' ids / positions, partial tiles only
+  int32_t positions_k[kStages][kBlockN];
+  uint64_t q_full;            // Q landed
+  uint64_t k_full[kStages];   // K (and ids/positions) of the stage's tile landed
+  uint64_t k_empty[kStages];  // every consumer warp is done with the stage's K
+  uint64_t v_full[kStages];
+  uint64_t v_empty[kStages];
+};
 
 template <class Traits, bool kMerge>
 __global__ void __launch_bounds__(Traits::kNumThreads, 1)
-    forward_wgmma_kernel(const __grid_constant__ ForwardParams params) {
+    forward_wgmma_kernel(const __grid_constant__ ForwardParams params,
+                         const __grid_constant__ ForwardTensorMaps maps) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using Element = typename Traits::Element;
   using Ops = ElementOps<Element>;
+  using Smem = ForwardWgmmaSmem<Traits>;
   constexpr int kHeadDim = Traits::kHeadDim;
   constexpr int kBlockM = Traits::kBlockM;
   constexpr int kBlockN = Traits::kBlockN;
+  constexpr int kStages = Traits::kStages;
   constexpr int kSTiles = kBlockN / 8;                    // n8 accumulator tiles of S
   constexpr int kOTiles = kHeadDim / 8;                   // n8 accumulator tiles of O
   constexpr int kDSteps = kHeadDim / kWgmmaK;             // k16 steps of Q K^T
   constexpr int kNSteps = kBlockN / kWgmmaK;              // k16 steps of P V
-  constexpr int kRows = 2;                                // query rows per thread: g and g + 8
   constexpr int kStepsPerBlock = kSwizzleCols / kWgmmaK;  // k16 steps per 64-column block: 4
+  constexpr int kColBlocks = kHeadDim / kSwizzleCols;     // TMA boxes per tile
+  constexpr int kRows = 2;                                // query rows per thread: g and g + 8
+  constexpr int kConsumerWarps = Traits::kNumConsumerThreads / kWarpSize;
+  constexpr uint32_t kTileBytes = Traits::kKVElems * sizeof(Element);
   using MmaS = WgmmaOps<Element, kBlockN>;
   using MmaO = WgmmaOps<Element, kHeadDim>;
 
   extern __shared__ __align__(1024) unsigned char smem_raw[];
-  Element* s_q = reinterpret_cast<Element*>(smem_raw);      // [kHeadDim / 64][kBlockM][64]
-  Element* s_k = s_q + Traits::kQElems;                     // [kStages][kHeadDim / 64][kBlockN][64]
-  Element* s_v = s_k + Traits::kStages * Traits::kKVElems;  // [kStages][kHeadDim / 64][kBlockN][64]
-  int32_t* s_seg_k = reinterpret_cast<int32_t*>(s_v + Traits::kStages * Traits::kKVElems);
-  int32_t* s_pos_k = s_seg_k + Traits::kStages * kBlockN;  // [kStages][kBlockN] each
-  int32_t* s_seg_q = s_pos_k + Traits::kStages * kBlockN;  // [kBlockM]
-  int32_t* s_pos_q = s_seg_q + kBlockM;                    // [kBlockM]
+  Smem& smem = *reinterpret_cast<Smem*>(smem_raw);
 
   const int head = blockIdx.x;
   const int slot = params.tile_order[blockIdx.y];  // heaviest query tiles launch first
   const int batch = slot / params.num_tiles_q;
   const int q_begin = (slot % params.num_tiles_q) * kBlockM;
   const int kv_head = head / params.heads_per_kv;
-  const int warpgroup = threadIdx.x / kWarpgroupThreads;
   const int warp = threadIdx.x / kWarpSize;
   const int lane = threadIdx.x % kWarpSize;
+  const int32_t* tile_list = params.tile_lists + int64_t(slot) * params.num_tiles_k;
+  const int tile_count = params.tile_counts[slot];
+
+  if (threadIdx.x == 0) {
+    mbarrier_init(&smem.q_full, 1);
+    for (int s = 0; s < kStages; ++s) {
+      mbarrier_init(&smem.k_full[s], kWarpSize);  // every producer lane (ids/positions)
+      mbarrier_init(&smem.k_empty[s], kConsumerWarps);
+      mbarrier_init(&smem.v_full[s], 1);
+      mbarrier_init(&smem.v_empty[s], kConsumerWarps);
+    }
+    mbarrier_init_fence();
+  }
+  __syncthreads();
+
+  if (threadIdx.x >= Traits::kNumConsumerThreads) {
+    // ---- producer warpgroup: gives its registers to the consumers; its first warp loads Q
+    // once, then K (+ ids/positions) and V of each listed key tile ----
+    set_max_registers_dec<Traits::kProducerRegisters>();
+    if (warp != kConsumerWarps) return;
+    const int64_t q_row0 = int64_t(batch) * params.seqlen_q + q_begin;
+    const int64_t k_row0 = int64_t(batch) * params.seqlen_k;
+    const int32_t* seg_k = params.segment_ids_k + k_row0;
+    const int32_t* pos_k = params.positions_k + k_row0;
+    if (tile_count > 0 && lane == 0) {
+      mbarrier_arrive_expect_bytes(&smem.q_full, Traits::kQElems * sizeof(Element));
+      for (int b = 0; b < kColBlocks; ++b)
+        tma_load_3d(smem.q + b * kBlockM * kSwizzleCols, &maps.q, b * kSwizzleCols, head,
+                    int(q_row0), &smem.q_full);
+    }
+    for (int it = 0; it < tile_count; ++it) {
+      const int stage = it % kStages;
+      const uint32_t free_parity = ((it / kStages) & 1) ^ 1;  // first use: passes at once
+      const int entry = tile_list[it];
+      const int k_begin = (entry >> 1) * kBlockN;
+      mbarrier_wait(&smem.k_empty[stage], free_parity);
+      if (lane == 0) {
+        mbarrier_expect_bytes(&smem.k_full[stage], kTileBytes);
+        for (int b = 0; b < kColBlocks; ++b)
+          tma_load_3d(smem.k[stage] + b * kBlockN * kSwizzleCols, &maps.k, b * kSwizzleCols,
+                      kv_head, int(k_row0 + k_begin), &smem.k_full[stage]);
+      }
+      if (entry & 1) {  // partial tile: keys past seqlen_k read as padding (id 0: never visible)
+        for (int i = lane; i < kBlockN; i += kWarpSize) {
+          const bool in_range = k_begin + i < params.seqlen_k;
+          smem.segment_ids_k[stage][i] = in_range ? seg_k[k_begin + i] : 0;
+          smem.positions_k[stage][i] = in_range ? pos_k[k_begin + i] : 0;
+        }
+      }
+      mbarrier_arrive(&smem.k_full[stage]);  // after this lane's ids/positions are written
+
+      mbarrier_wait(&smem.v_empty[stage], free_parity);
+      if (lane == 0) {
+        mbarrier_arrive_expect_bytes(&smem.v_full[stage], kTileBytes);
+        for (int b = 0; b < kColBlocks; ++b)
+          tma_load_3d(smem.v[stage] + b * kBlockN * kSwizzleCols, &maps.v, b * kSwizzleCols,
+                      kv_head, int(k_row0 + k_begin), &smem.v_full[stage]);
+      }
+    }
+    return;
+  }
+
+  // ---- consumer warpgroups ----
+  set_max_registers_inc<Traits::kConsumerRegisters>();
+  const int warpgroup = threadIdx.x / kWarpgroupThreads;
   const int quad_row = lane / 4;
   const int quad_col = (lane % 4) * 2;
   const int warp_row0 = warp * Traits::kRowsPerWarp;  // = 64 warpgroup + 16 (warp % 4)
 
-  const auto* q = static_cast<const Element*>(params.q) +
-                  (int64_t(batch) * params.seqlen_q + q_begin) * params.q_token_stride +
-                  int64_t(head) * kHeadDim;
-  const int64_t kv_offset =
-      int64_t(batch) * params.seqlen_k * params.kv_token_stride + int64_t(kv_head) * kHeadDim;
-  const auto* k = static_cast<const Element*>(params.k) + kv_offset;
-  const auto* v = static_cast<const Element*>(params.v) + kv_offset;
-  const int32_t* seg_k = params.segment_ids_k + int64_t(batch) * params.seqlen_k;
-  const int32_t* pos_k = params.positions_k + int64_t(batch) * params.seqlen_k;
-  const int32_t* tile_list = params.tile_lists + int64_t(slot) * params.num_tiles_k;
-  const int tile_count = params.tile_counts[slot];
-
-  for (int r = threadIdx.x; r < kBlockM; r += Traits::kNumThreads) {
-    const bool valid = q_begin + r < params.seqlen_q;
-    const int64_t index = int64_t(batch) * params.seqlen_q + q_begin + r;
-    s_seg_q[r] = valid ? params.segment_ids_q[index] : 0;
-    s_pos_q[r] = valid ? params.positions_q[index] : 0;
-  }  // visible to all warps after the first barrier of the tile loop
+  // The visible-key interval of this thread's two query rows (rows past seqlen_q: padding).
+  VisibleKeys keys[kRows];
+#pragma unroll
+  for (int i = 0; i < kRows; ++i) {
+    const int row = q_begin + warp_row0 + quad_row + 8 * i;
+    const int64_t index = int64_t(batch) * params.seqlen_q + row;
+    const bool valid = row < params.seqlen_q;
+    keys[i] = visible_keys(valid ? params.segment_ids_q[index] : 0,
+                           valid ? params.positions_q[index] : 0, params.mask);
+  }
 
   float acc_o[1][kOTiles][4] = {};
   float row_max[kRows] = {-INFINITY, -INFINITY};  // running max of raw scores <q, k>
   float row_sum[kRows] = {0.0f, 0.0f};            // this thread's partial of l
 
-  // K (and, for partial tiles, the keys' ids and positions) and V of key tile `entry` (encoded
-  // (tile << 1) | partial) go to `stage` in separate cp.async groups: K is needed a step earlier.
-  auto issue_k = [&](int entry, int stage) {
-    const int k_begin = (entry >> 1) * kBlockN;
-    const int valid = min(kBlockN, params.seqlen_k - k_begin);
-    load_swizzled_tile_async<Traits, kBlockN>(s_k + stage * Traits::kKVElems,
-                                              k + int64_t(k_begin) * params.kv_token_stride,
-                                              params.kv_token_stride, valid);
-    if (entry & 1) {  // partial tile: the per-element rule needs the keys' ids and positions
-      for (int i = threadIdx.x; i < kBlockN; i += Traits::kNumThreads) {
-        const bool in_range = i < valid;
-        const int t = in_range ? k_begin + i : 0;
-        cp_async_4(s_seg_k + stage * kBlockN + i, seg_k + t, in_range);  // 0 = never visible
-        cp_async_4(s_pos_k + stage * kBlockN + i, pos_k + t, in_range);
-      }
-    }
-  };
-  auto issue_v = [&](int entry, int stage) {
-    const int k_begin = (entry >> 1) * kBlockN;
-    const int valid = min(kBlockN, params.seqlen_k - k_begin);
-    load_swizzled_tile_async<Traits, kBlockN>(s_v + stage * Traits::kKVElems,
-                                              v + int64_t(k_begin) * params.kv_token_stride,
-                                              params.kv_token_stride, valid);
-  };
-
   // Descriptors (wgmma.h). Q: this warpgroup's 64 rows, K-major; K: K-major; V: MN-major.
   constexpr uint32_t kBlockBytesQ = kBlockM * kSwizzleLineBytes;   // one 64-column block of Q
   constexpr uint32_t kBlockBytesKV = kBlockN * kSwizzleLineBytes;  // one 64-column block of K / V
-  constexpr uint32_t kStageBytes = Traits::kKVElems * sizeof(Element);
-  constexpr uint32_t kStepBytes = kWgmmaK * sizeof(Element);  // one k16 step along a line: 32
+  constexpr uint32_t kStepBytes = kWgmmaK * sizeof(Element);       // one k16 step along a line: 32
   const uint64_t desc_q =
-      smem_descriptor(s_q + warpgroup * 64 * kSwizzleCols, kChunkBytes, kSwizzleAtomBytes);
-  const uint64_t desc_k = smem_descriptor(s_k, kChunkBytes, kSwizzleAtomBytes);
-  const uint64_t desc_v = smem_descriptor(s_v, kBlockBytesKV, kSwizzleAtomBytes);
+      smem_descriptor(smem.q + warpgroup * 64 * kSwizzleCols, kChunkBytes, kSwizzleAtomBytes);
 
   // Issues S = Q K^T (64 x kBlockN per warpgroup, fp32) for the K tile in `stage`.
   auto issue_scores = [&](float(&scores)[1][kSTiles][4], int stage) {
+    const uint64_t desc_k = smem_descriptor(smem.k[stage], kChunkBytes, kSwizzleAtomBytes);
 #pragma unroll
     for (int d = 0; d < kDSteps; ++d) {
       const uint32_t in_block = (d % kStepsPerBlock) * kStepBytes;
-      const uint32_t offset_q = (d / kStepsPerBlock) * kBlockBytesQ + in_block;
-      const uint32_t offset_k =
-          stage * kStageBytes + (d / kStepsPerBlock) * kBlockBytesKV + in_block;
-      MmaS::template ss<0>(scores[0], advance_descriptor(desc_q, offset_q),
-                           advance_descriptor(desc_k, offset_k), d > 0);
+      MmaS::template ss<0>(
+          scores[0], advance_descriptor(desc_q, (d / kStepsPerBlock) * kBlockBytesQ + in_block),
+          advance_descriptor(desc_k, (d / kStepsPerBlock) * kBlockBytesKV + in_block), d > 0);
     }
   };
   // Issues O += P V for the V tile in `stage`: V rows 16 kk .. 16 kk + 15 are k16 step kk.
   auto issue_output = [&](const uint32_t(&probs)[kNSteps][4], int stage) {
+    const uint64_t desc_v = smem_descriptor(smem.v[stage], kBlockBytesKV, kSwizzleAtomBytes);
 #pragma unroll
-    for (int kk = 0; kk < kNSteps; ++kk) {
-      const uint32_t offset_v = stage * kStageBytes + kk * kWgmmaK * kSwizzleLineBytes;
-      MmaO::template rs<1>(acc_o[0], probs[kk], advance_descriptor(desc_v, offset_v), true);
-    }
+    for (int kk = 0; kk < kNSteps; ++kk)
+      MmaO::template rs<1>(acc_o[0], probs[kk],
+                           advance_descriptor(desc_v, kk * kWgmmaK * kSwizzleLineBytes), true);
   };
   // Partial tiles: rule (1) per element on the scores of the key tile in `stage`.
   auto mask_scores = [&](float(&scores)[1][kSTiles][4], int entry, int stage) {
-    if (!(entry & 1)) return;
-    VisibleKeys keys[kRows];
-#pragma unroll
-    for (int i = 0; i < kRows; ++i) {
-      const int row = warp_row0 + quad_row + 8 * i;
-      keys[i] = visible_keys(s_seg_q[row], s_pos_q[row], params.mask);
-    }
-    mask_partial_tile(scores, keys, s_seg_k + stage * kBlockN, s_pos_k + stage * kBlockN, quad_col);
+    if (entry & 1)
+      mask_partial_tile(scores, keys, smem.segment_ids_k[stage], smem.positions_k[stage], quad_col);
   };
   // P as A fragments: two n8 S tiles = one k16 A tile (rows g, g + 8; columns c, c + 8).
   auto pack_probs = [&](uint32_t(&probs)[kNSteps][4], const float(&scores)[1][kSTiles][4]) {
@@ -183,75 +213,64 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
       probs[kk][3] = Ops::pack(scores[0][2 * kk + 1][2], scores[0][2 * kk + 1][3]);
     }
   };
+  // This warp is done with a stage (its reads and its warpgroup's wgmma reads have finished).
+  auto release = [&](uint64_t* empty) {
+    __syncwarp();
+    if (lane == 0) mbarrier_arrive(empty);
+  };
 
   if (tile_count > 0) {
-    // Software pipeline: while the tensor cores run P_j V_j, the warpgroup turns S_{j+1} into
-    // P_{j+1}; O is rescaled once P_j V_j has landed. cp.async groups, in order: {Q, K_0, V_0},
-    // {K_1}, {V_1}, then per step j: {K_{j+2}} at its start and {V_{j+2}} at its end, so step j
-    // waits for all but the newest group (K_{j+1} and V_j landed, V_{j+1} may be in flight).
-    load_swizzled_tile_async<Traits, kBlockM>(s_q, q, params.q_token_stride,
-                                              params.seqlen_q - q_begin);
-    issue_k(tile_list[0], 0);
-    issue_v(tile_list[0], 0);
-    cp_async_commit();
-    if (tile_count > 1) issue_k(tile_list[1], 1);
-    cp_async_commit();
-    if (tile_count > 1) issue_v(tile_list[1], 1);
-    cp_async_commit();
-    cp_async_wait<2>();
-    fence_proxy_async_shared();  // copies visible to the tensor cores
-    __syncthreads();
-
     float s[1][kSTiles][4];
     uint32_t p[kNSteps][4];
     float correction[kRows];
+    mbarrier_wait(&smem.q_full, 0);
+    mbarrier_wait(&smem.k_full[0], 0);
     wgmma_fence();
     issue_scores(s, 0);
     wgmma_commit();
     wgmma_wait<0>();
     fence_accumulators(s[0]);
     mask_scores(s, tile_list[0], 0);
+    release(&smem.k_empty[0]);
     softmax_tile(s, row_max, row_sum, params.scale_log2, correction);  // O = 0: nothing to rescale
     pack_probs(p, s);
 
     for (int it = 0; it < tile_count; ++it) {
-      const int stage = it & 1;
+      const int stage = it % kStages;
+      const int next = (it + 1) % kStages;
       const bool has_next = it + 1 < tile_count;
-      cp_async_wait<1>();  // K_{it+1} and V_it landed (this thread's copies)
-      fence_proxy_async_shared();
-      __syncthreads();  // ... everyone's; and every S_it is done, so K stage `stage` is free
-      if (it + 2 < tile_count) issue_k(tile_list[it + 2], stage);
-      cp_async_commit();
-
       fence_accumulators(acc_o[0]);
-      wgmma_fence();
       if (has_next) {
-        issue_scores(s, stage ^ 1);
+        mbarrier_wait(&smem.k_full[next], ((it + 1) / kStages) & 1);
+        wgmma_fence();
+        issue_scores(s, next);
         wgmma_commit();
       }
+      mbarrier_wait(&smem.v_full[stage], (it / kStages) & 1);
+      wgmma_fence();
       issue_output(p, stage);
       wgmma_commit();
       if (has_next) {
         wgmma_wait<1>();  // S_{it+1} landed; P_it V_it may still run
         fence_accumulators(s[0]);
-        mask_scores(s, tile_list[it + 1], stage ^ 1);
+        mask_scores(s, tile_list[it + 1], next);
+        release(&smem.k_empty[next]);
         softmax_tile(s, row_max, row_sum, params.scale_log2, correction);
       }
       wgmma_wait<0>();
       fence_accumulators(acc_o[0]);
+      release(&smem.v_empty[stage]);
       if (has_next) {
         rescale_output(acc_o, correction);
         pack_probs(p, s);
       }
-      __syncthreads();  // every warpgroup is done with V stage `stage`
-      if (it + 2 < tile_count) issue_v(tile_list[it + 2], stage);
-      cp_async_commit();
     }
   }
 
-  // Direct: staged through rows of s_q in the epilogue's own layout; every warpgroup's MMAs
-  // have finished reading Q (the loop ends with a barrier after the last wait).
-  forward_epilogue<Traits, kMerge>(params, acc_o, row_max, row_sum, s_q + warp_row0 * kHeadDim,
+  // Direct: staged through Q's shared memory in the epilogue's own layout, so both warpgroups'
+  // MMAs must have finished reading Q (a barrier of the consumer threads only).
+  named_barrier_sync(1, Traits::kNumConsumerThreads);
+  forward_epilogue<Traits, kMerge>(params, acc_o, row_max, row_sum, smem.q + warp_row0 * kHeadDim,
                                    WarpRows{batch, head, q_begin + warp_row0, lane});
 #else
   __trap();  // built without sm_90a code: the launcher never selects this kernel
@@ -259,12 +278,14 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
 }
 
 template <class Traits, bool kMerge>
-void launch_forward_wgmma(const ForwardParams& params, cudaStream_t stream) {
+void launch_forward_wgmma(const ForwardParams& params, const ForwardTensorMaps& maps,
+                          cudaStream_t stream) {
   auto kernel = forward_wgmma_kernel<Traits, kMerge>;
-  RINGPACK_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                           Traits::kSmemBytes));
+  constexpr int kSmemBytes = int(sizeof(ForwardWgmmaSmem<Traits>));
+  RINGPACK_CUDA_CHECK(
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
   const dim3 grid(params.num_heads_q, params.batch * params.num_tiles_q);
-  kernel<<<grid, Traits::kNumThreads, Traits::kSmemBytes, stream>>>(params);
+  kernel<<<grid, Traits::kNumThreads, kSmemBytes, stream>>>(params, maps);
   RINGPACK_CHECK_LAUNCH();
 }
 

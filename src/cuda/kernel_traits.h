@@ -62,30 +62,32 @@ using ForwardTraitsFor = ForwardTraits<kHeadDim, forward_tile_config(kHeadDim).b
                                        forward_tile_config(kHeadDim).num_warps, Element>;
 
 // The Hopper main loop (forward_wgmma_kernel.h, sm_90a): two consumer warpgroups of 64 query rows
-// each (kBlockM = 128) share K/V tiles of kBlockN = 128 keys. Per thread: S (kBlockN / 2 = 64
-// fp32), O (kHeadDim / 2) and P (kBlockN / 4 packed pairs) in registers; one CTA per SM.
-// Shared tiles use the 128-byte swizzle of wgmma.h (head_dim 128: Q 32 KB + 2 stages x (K, V)
-// 32 KB = 160 KB).
+// each (kBlockM = 128) share K/V tiles of kBlockN = 128 keys that a producer warpgroup brings in
+// with TMA. Per consumer thread: S (kBlockN / 2 = 64 fp32), O (kHeadDim / 2) and P (kBlockN / 4
+// packed pairs) in registers. One CTA per SM, 384 threads: the entry cap is 168 registers, then
+// setmaxnreg moves them to 240 per consumer and 24 per producer thread (256 x 240 + 128 x 24 =
+// 384 x 168). Shared
+// memory (head_dim 128): Q 32 KB + 2 stages x (K, V) 32 KB = 160 KB, 128-byte swizzle (wgmma.h).
 template <int kHeadDim_, class Element_>
 struct ForwardWgmmaTraits {
   using Element = Element_;
   static constexpr int kHeadDim = kHeadDim_;
   static constexpr int kBlockM = 128;
   static constexpr int kBlockN = 128;
-  static constexpr int kNumWarpgroups = 2;
-  static constexpr int kNumThreads = kNumWarpgroups * 128;
+  static constexpr int kNumConsumerThreads = 2 * 128;            // two warpgroups
+  static constexpr int kNumThreads = kNumConsumerThreads + 128;  // + the producer warpgroup
+  static constexpr int kConsumerRegisters = 240;
+  static constexpr int kProducerRegisters = 24;
   static constexpr int kRowsPerWarp = 16;  // accumulator rows of a warp inside its warpgroup
   static constexpr int kMTiles = 1;
   static constexpr int kStages = 2;
   static constexpr int kChunksPerRow = kHeadDim / 8;
   static constexpr int kQElems = kBlockM * kHeadDim;
   static constexpr int kKVElems = kBlockN * kHeadDim;
-  static constexpr int kSmemBytes = int(sizeof(Element)) * (kQElems + 2 * kStages * kKVElems) +
-                                    2 * (kStages * kBlockN + kBlockM) * int(sizeof(int32_t));
   static_assert(kHeadDim == 64 || kHeadDim == 128, "wgmma N for O is head_dim: 64 or 128");
 };
 
-constexpr ForwardTileConfig kForwardWgmmaTiles{128, 128, 8};
+constexpr ForwardTileConfig kForwardWgmmaTiles{128, 128, 12};
 
 // The wgmma main loop serves head_dim 64 and 128 on sm_90 (the build's sm_90a code); other
 // GPUs and head_dim 256 use the mma.sync loop.

@@ -85,4 +85,15 @@ __device__ __forceinline__ void fence_accumulators(float (&d)[kTiles][4]) {
     for (int e = 0; e < 4; ++e) asm volatile("" : "+f"(d[t][e])::"memory");
 }
 
+// Warp specialisation: a warpgroup gives up registers (dec) or takes them (inc); every warp of the
+// warpgroup executes the same one. Needs a register cap at kernel entry (__launch_bounds__).
+template <int kRegisters>
+__device__ __forceinline__ void set_max_registers_dec() {
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kRegisters));
+}
+template <int kRegisters>
+__device__ __forceinline__ void set_max_registers_inc() {
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kRegisters));
+}
+
 }  // namespace ringpack::cuda
