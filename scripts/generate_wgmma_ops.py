@@ -51,16 +51,17 @@ def ops(ptx_type, cpp_type, n):
     return f"""
 template <>
 struct WgmmaOps<{cpp_type}, {n}> {{
-  // D (64 x {n}) = A (64 x 16, shared, K-major) * B (16 x {n}, shared) + (accumulate ? D : 0).
-  template <int kTransB>
+  // D (64 x {n}) = A (64 x 16, shared) * B (16 x {n}, shared) + (accumulate ? D : 0);
+  // kTransA = 1 reads A MN-major (M contiguous), 0 K-major.
+  template <int kTransB, int kTransA = 0>
   static __device__ __forceinline__ void ss(float (&d)[{n // 8}][4], uint64_t desc_a,
                                             uint64_t desc_b, bool accumulate) {{
     asm volatile(
         "{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{nd + 2}, 0;\\n"
         "wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{ptx_type}.{ptx_type} "
-        "{{{regs(nd)}}}, %{nd}, %{nd + 1}, p, 1, 1, 0, %{nd + 3};\\n}}\\n"
+        "{{{regs(nd)}}}, %{nd}, %{nd + 1}, p, 1, 1, %{nd + 4}, %{nd + 3};\\n}}\\n"
         : {d_operands(n)}
-        : "l"(desc_a), "l"(desc_b), "r"(int(accumulate)), "n"(kTransB));
+        : "l"(desc_a), "l"(desc_b), "r"(int(accumulate)), "n"(kTransB), "n"(kTransA));
   }}
   // D (64 x {n}) = A (64 x 16, registers) * B (16 x {n}, shared) + (accumulate ? D : 0).
   template <int kTransB>

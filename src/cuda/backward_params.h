@@ -4,6 +4,8 @@
 // Tensors are BSHD and contiguous; strides are in elements. Every pointer is device memory.
 #pragma once
 
+#include <cuda.h>
+
 #include <cstdint>
 
 #include "cuda/tile_ranges.h"
@@ -27,6 +29,12 @@ struct BackwardParams {
   // Per-tile ranges (tile_ranges.h) at the tiles of the kernel that reads them.
   const TileRange* ranges_q;  // [batch, ceil(seqlen_q / tile_q)]
   const TileRange* ranges_k;  // [batch, ceil(seqlen_k / tile_k)]
+
+  // wgmma dK/dV kernel only (tile_lists.h): per key tile (slot = b * num_tiles_k + i) the query
+  // tiles that are not skipped, as (tile << 1) | partial; their counts; slots heaviest first.
+  const int32_t* tile_lists;   // [batch * num_tiles_k, num_tiles_q]
+  const int32_t* tile_counts;  // [batch * num_tiles_k]
+  const int32_t* tile_order;   // [batch * num_tiles_k]
 
   // fp32 accumulators, added to (+=).
   float* dq;  // [batch, seqlen_q, num_heads_q, head_dim]
@@ -52,6 +60,16 @@ struct BackwardParams {
   // Strides (elements) of one token, for the q-side and k-side tensors.
   int64_t row_stride_q;  // num_heads_q * head_dim
   int64_t row_stride_k;  // num_heads_kv * head_dim
+};
+
+// TMA descriptors of the wgmma dK/dV kernel (tensor_map.h): q and dout as
+// [batch * seqlen_q, num_heads_q, head_dim] in boxes of tile_q tokens x 64 columns, k and v as
+// [batch * seqlen_k, num_heads_kv, head_dim] in boxes of tile_k tokens x 64 columns.
+struct BackwardTensorMaps {
+  CUtensorMap q;
+  CUtensorMap k;
+  CUtensorMap v;
+  CUtensorMap dout;
 };
 
 }  // namespace ringpack::cuda

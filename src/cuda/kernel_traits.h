@@ -89,10 +89,10 @@ struct ForwardWgmmaTraits {
 
 constexpr ForwardTileConfig kForwardWgmmaTiles{128, 128, 12};
 
-// The wgmma main loop serves head_dim 64 and 128 on sm_90 (the build's sm_90a code); other
-// GPUs and head_dim 256 use the mma.sync loop.
-constexpr bool use_forward_wgmma(int compute_major, int head_dim) {
-  return compute_major == 9 && (head_dim == 64 || head_dim == 128);
+// The head dims the wgmma main loop is built for; head_dim 256 (and GPUs before sm_90) use the
+// mma.sync loop.
+constexpr bool forward_has_wgmma(int head_dim) {
+  return head_dim == 64 || head_dim == 128;
 }
 
 }  // namespace ringpack::cuda

@@ -24,15 +24,16 @@ struct WgmmaOps;
 
 template <>
 struct WgmmaOps<__nv_bfloat16, 64> {
-  // D (64 x 64) = A (64 x 16, shared, K-major) * B (16 x 64, shared) + (accumulate ? D : 0).
-  template <int kTransB>
+  // D (64 x 64) = A (64 x 16, shared) * B (16 x 64, shared) + (accumulate ? D : 0);
+  // kTransA = 1 reads A MN-major (M contiguous), 0 K-major.
+  template <int kTransB, int kTransA = 0>
   static __device__ __forceinline__ void ss(float (&d)[8][4], uint64_t desc_a, uint64_t desc_b,
                                             bool accumulate) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
         "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, "
-        "%19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, p, 1, 1, 0, "
+        "%19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, p, 1, 1, %36, "
         "%35;\n}\n"
         : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]),
           "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]),
@@ -40,7 +41,7 @@ struct WgmmaOps<__nv_bfloat16, 64> {
           "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]),
           "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]),
           "+f"(d[7][2]), "+f"(d[7][3])
-        : "l"(desc_a), "l"(desc_b), "r"(int(accumulate)), "n"(kTransB));
+        : "l"(desc_a), "l"(desc_b), "r"(int(accumulate)), "n"(kTransB), "n"(kTransA));
   }
   // D (64 x 64) = A (64 x 16, registers) * B (16 x 64, shared) + (accumulate ? D : 0).
   template <int kTransB>
@@ -65,8 +66,9 @@ struct WgmmaOps<__nv_bfloat16, 64> {
 
 template <>
 struct WgmmaOps<__nv_bfloat16, 128> {
-  // D (64 x 128) = A (64 x 16, shared, K-major) * B (16 x 128, shared) + (accumulate ? D : 0).
-  template <int kTransB>
+  // D (64 x 128) = A (64 x 16, shared) * B (16 x 128, shared) + (accumulate ? D : 0);
+  // kTransA = 1 reads A MN-major (M contiguous), 0 K-major.
+  template <int kTransB, int kTransA = 0>
   static __device__ __forceinline__ void ss(float (&d)[16][4], uint64_t desc_a, uint64_t desc_b,
                                             bool accumulate) {
     asm volatile(
@@ -75,7 +77,7 @@ struct WgmmaOps<__nv_bfloat16, 128> {
         "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, "
         "%19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, "
         "%37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, "
-        "%55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, p, 1, 1, 0, %67;\n}\n"
+        "%55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, p, 1, 1, %68, %67;\n}\n"
         : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]),
           "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]),
           "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]),
@@ -88,7 +90,7 @@ struct WgmmaOps<__nv_bfloat16, 128> {
           "+f"(d[12][3]), "+f"(d[13][0]), "+f"(d[13][1]), "+f"(d[13][2]), "+f"(d[13][3]),
           "+f"(d[14][0]), "+f"(d[14][1]), "+f"(d[14][2]), "+f"(d[14][3]), "+f"(d[15][0]),
           "+f"(d[15][1]), "+f"(d[15][2]), "+f"(d[15][3])
-        : "l"(desc_a), "l"(desc_b), "r"(int(accumulate)), "n"(kTransB));
+        : "l"(desc_a), "l"(desc_b), "r"(int(accumulate)), "n"(kTransB), "n"(kTransA));
   }
   // D (64 x 128) = A (64 x 16, registers) * B (16 x 128, shared) + (accumulate ? D : 0).
   template <int kTransB>
@@ -121,15 +123,16 @@ struct WgmmaOps<__nv_bfloat16, 128> {
 
 template <>
 struct WgmmaOps<__half, 64> {
-  // D (64 x 64) = A (64 x 16, shared, K-major) * B (16 x 64, shared) + (accumulate ? D : 0).
-  template <int kTransB>
+  // D (64 x 64) = A (64 x 16, shared) * B (16 x 64, shared) + (accumulate ? D : 0);
+  // kTransA = 1 reads A MN-major (M contiguous), 0 K-major.
+  template <int kTransB, int kTransA = 0>
   static __device__ __forceinline__ void ss(float (&d)[8][4], uint64_t desc_a, uint64_t desc_b,
                                             bool accumulate) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 "
         "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, "
-        "%19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, p, 1, 1, 0, "
+        "%19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, p, 1, 1, %36, "
         "%35;\n}\n"
         : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]),
           "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]),
@@ -137,7 +140,7 @@ struct WgmmaOps<__half, 64> {
           "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]),
           "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]),
           "+f"(d[7][2]), "+f"(d[7][3])
-        : "l"(desc_a), "l"(desc_b), "r"(int(accumulate)), "n"(kTransB));
+        : "l"(desc_a), "l"(desc_b), "r"(int(accumulate)), "n"(kTransB), "n"(kTransA));
   }
   // D (64 x 64) = A (64 x 16, registers) * B (16 x 64, shared) + (accumulate ? D : 0).
   template <int kTransB>
@@ -162,8 +165,9 @@ struct WgmmaOps<__half, 64> {
 
 template <>
 struct WgmmaOps<__half, 128> {
-  // D (64 x 128) = A (64 x 16, shared, K-major) * B (16 x 128, shared) + (accumulate ? D : 0).
-  template <int kTransB>
+  // D (64 x 128) = A (64 x 16, shared) * B (16 x 128, shared) + (accumulate ? D : 0);
+  // kTransA = 1 reads A MN-major (M contiguous), 0 K-major.
+  template <int kTransB, int kTransA = 0>
   static __device__ __forceinline__ void ss(float (&d)[16][4], uint64_t desc_a, uint64_t desc_b,
                                             bool accumulate) {
     asm volatile(
@@ -172,7 +176,7 @@ struct WgmmaOps<__half, 128> {
         "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, "
         "%19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, "
         "%37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, "
-        "%55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, p, 1, 1, 0, %67;\n}\n"
+        "%55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, p, 1, 1, %68, %67;\n}\n"
         : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]),
           "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]),
           "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]),
@@ -185,7 +189,7 @@ struct WgmmaOps<__half, 128> {
           "+f"(d[12][3]), "+f"(d[13][0]), "+f"(d[13][1]), "+f"(d[13][2]), "+f"(d[13][3]),
           "+f"(d[14][0]), "+f"(d[14][1]), "+f"(d[14][2]), "+f"(d[14][3]), "+f"(d[15][0]),
           "+f"(d[15][1]), "+f"(d[15][2]), "+f"(d[15][3])
-        : "l"(desc_a), "l"(desc_b), "r"(int(accumulate)), "n"(kTransB));
+        : "l"(desc_a), "l"(desc_b), "r"(int(accumulate)), "n"(kTransB), "n"(kTransA));
   }
   // D (64 x 128) = A (64 x 16, registers) * B (16 x 128, shared) + (accumulate ? D : 0).
   template <int kTransB>

@@ -1,0 +1,392 @@
+// The dK/dV/dQ backward kernel for Hopper (sm_90a): warp-specialised, TMA-fed, wgmma, head_dim
+// 128, atomic dQ. Device code; included only by src/cuda/instances/backward_wgmma_*.cu.
+//
+// Math (DESIGN.md §2), per visible pair of query i and key j, with P = exp(scale s - lse_i):
+//   dV_j += P dO_i;  dP = <dO_i, V_j>;  dS = P (dP - delta_i);
+//   dK_j += scale dS Q_i;  dQ_i += scale dS K_j.
+//
+// CTA = one key tile of kBlockN = 128 keys of one kv head (and one or all of its GQA query heads)
+// = 2 consumer warpgroups + 1 producer warpgroup (setmaxnreg moves the producer's registers to the
+// consumers). Warpgroup w owns keys [64 w, 64 w + 64); its dK and dV rows stay in registers for
+// the whole walk. The producer loads K and V once, then per listed query tile (tile_lists, built
+// by the launcher; skipped tiles never appear) Q, dO (TMA) and the tile's lse, delta and, for
+// partial tiles, the visible-key interval of each query, into two stages guarded by full/empty
+// mbarriers. Per query tile of kBlockM = 64, each consumer warpgroup:
+//   S^T = K_w Q^T and dP^T = V_w dO^T      (wgmma 64 x 64, K and V K-major, Q and dO K-major)
+//   P^T, dS^T in registers                  (exp2 with lse * log2 e; the mask on partial tiles)
+//   dV_w += P^T dO, dK_w += dS^T Q          (A from registers, dO and Q read MN-major)
+//   dS^T -> shared memory, both warpgroups meet at a named barrier, then
+//   dQ[:, 64 w, 64 w + 64) = dS K[:, 64 w ...) over all 128 keys (A = dS^T read MN-major),
+//   added to the fp32 dq accumulator with vector atomics.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstdint>
+
+#include "cuda/backward_params.h"
+#include "cuda/backward_traits.h"
+#include "cuda/backward_wgmma_launch.h"
+#include "cuda/cuda_check.h"
+#include "cuda/forward_mma.h"
+#include "cuda/forward_params.h"
+#include "cuda/forward_softmax.h"
+#include "cuda/tile_lists.h"
+#include "cuda/tma.h"
+#include "cuda/wgmma.h"
+
+namespace ringpack::cuda {
+
+template <class Traits>
+struct BackwardWgmmaSmem {
+  using Element = typename Traits::Element;
+  static constexpr int kStages = Traits::kStages;
+  static constexpr int kBlockM = Traits::kBlockM;
+  alignas(1024) Element k[Traits::kKVElems];             // [2][kBlockN][64], 128B swizzle
+  alignas(1024) Element v[Traits::kKVElems];             // [2][kBlockN][64]
+  alignas(1024) Element q[kStages][Traits::kQElems];     // [2][kBlockM][64] each
+  alignas(1024) Element dout[kStages][Traits::kQElems];  // [2][kBlockM][64] each
+  alignas(1024) Element ds[2][Traits::kDsElems];         // dS^T [kBlockN keys][64 queries]
+  float lse_log2[kStages][kBlockM];  // lse * log2(e); +inf where nothing is visible (P = 0)
+  float delta[kStages][kBlockM];
+  int32_t segment_q[kStages][kBlockM];  // partial tiles: VisibleKeys of each query
+  int32_t pos_lo[kStages][kBlockM];
+  int32_t pos_hi[kStages][kBlockM];
+  uint64_t kv_full;
+  uint64_t q_full[kStages];
+  uint64_t q_empty[kStages];
+};
+
+template <class Traits>
+__global__ void __launch_bounds__(Traits::kNumThreads, 1)
+    backward_wgmma_kernel(const __grid_constant__ BackwardParams p,
+                          const __grid_constant__ BackwardTensorMaps maps) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  using Element = typename Traits::Element;
+  using Ops = ElementOps<Element>;
+  using Smem = BackwardWgmmaSmem<Traits>;
+  constexpr int kHeadDim = Traits::kHeadDim;
+  constexpr int kBlockN = Traits::kBlockN;
+  constexpr int kBlockM = Traits::kBlockM;
+  constexpr int kStages = Traits::kStages;
+  constexpr int kColBlocks = kHeadDim / kSwizzleCols;     // 64-column blocks of a row
+  constexpr int kDSteps = kHeadDim / kWgmmaK;             // k16 steps over head_dim
+  constexpr int kQSteps = kBlockM / kWgmmaK;              // k16 steps over the query tile
+  constexpr int kKSteps = kBlockN / kWgmmaK;              // k16 steps over the key tile
+  constexpr int kStepsPerBlock = kSwizzleCols / kWgmmaK;  // 4
+  constexpr int kSTiles = kBlockM / 8;                    // n8 tiles of S^T (queries)
+  constexpr int kHTiles = kHeadDim / 8;                   // n8 tiles of dK, dV
+  constexpr int kQTilesHalf = kSwizzleCols / 8;           // n8 tiles of this warpgroup's dQ half
+  constexpr int kConsumerWarps = Traits::kNumConsumerThreads / kWarpSize;
+  constexpr uint32_t kStepBytes = kWgmmaK * sizeof(Element);       // 32
+  constexpr uint32_t kBlockBytesKV = kBlockN * kSwizzleLineBytes;  // 16 KB
+  constexpr uint32_t kBlockBytesQ = kBlockM * kSwizzleLineBytes;   // 8 KB
+  constexpr uint32_t kRowStepBytes = kWgmmaK * kSwizzleLineBytes;  // 16 rows: 2 KB
+  using MmaS = WgmmaOps<Element, kBlockM>;    // 64 x 64 (S^T, dP^T) and 64 x 64 (dQ half)
+  using MmaKV = WgmmaOps<Element, kHeadDim>;  // 64 x 128 (dK, dV)
+
+  extern __shared__ __align__(1024) unsigned char smem_raw[];
+  Smem& smem = *reinterpret_cast<Smem*>(smem_raw);
+
+  const int slot = p.tile_order[blockIdx.x];  // heaviest key tiles launch first
+  const int batch = slot / p.num_tiles_k;
+  const int n0 = (slot % p.num_tiles_k) * kBlockN;
+  const int h_kv = blockIdx.y / p.head_splits;
+  const int split = blockIdx.y % p.head_splits;
+  const int heads_per_cta = p.group_size / p.head_splits;
+  const int head0 = h_kv * p.group_size + split * heads_per_cta;
+  const int32_t* tile_list = p.tile_lists + int64_t(slot) * p.num_tiles_q;
+  const int tile_count = p.tile_counts[slot];
+  const int steps = tile_count * heads_per_cta;  // (query head, query tile) pairs
+  if (steps == 0) return;                        // no visible pair: this CTA adds nothing
+
+  const int warp = threadIdx.x / kWarpSize;
+  const int lane = threadIdx.x % kWarpSize;
+  if (threadIdx.x == 0) {
+    mbarrier_init(&smem.kv_full, 1);
+    for (int s = 0; s < kStages; ++s) {
+      mbarrier_init(&smem.q_full[s], kWarpSize);  // every producer lane (row vectors)
+      mbarrier_init(&smem.q_empty[s], kConsumerWarps);
+    }
+    mbarrier_init_fence();
+  }
+  __syncthreads();
+
+  if (threadIdx.x >= Traits::kNumConsumerThreads) {
+    // ---- producer warpgroup; its first warp loads ----
+    set_max_registers_dec<Traits::kProducerRegisters>();
+    if (warp != kConsumerWarps) return;
+    const int64_t k_row0 = int64_t(batch) * p.seqlen_k + n0;
+    if (lane == 0) {
+      mbarrier_expect_bytes(&smem.kv_full, 2 * Traits::kKVElems * sizeof(Element));
+      for (int b = 0; b < kColBlocks; ++b) {
+        tma_load_3d(smem.k + b * kBlockN * kSwizzleCols, &maps.k, b * kSwizzleCols, h_kv,
+                    int(k_row0), &smem.kv_full);
+        tma_load_3d(smem.v + b * kBlockN * kSwizzleCols, &maps.v, b * kSwizzleCols, h_kv,
+                    int(k_row0), &smem.kv_full);
+      }
+      mbarrier_arrive(&smem.kv_full);
+    }
+    for (int it = 0; it < steps; ++it) {
+      const int stage = it % kStages;
+      const int entry = tile_list[it % tile_count];
+      const int head = head0 + it / tile_count;
+      const int q0 = (entry >> 1) * kBlockM;
+      const int64_t q_row0 = int64_t(batch) * p.seqlen_q + q0;
+      mbarrier_wait(&smem.q_empty[stage], ((it / kStages) & 1) ^ 1);
+      if (lane == 0) {
+        mbarrier_expect_bytes(&smem.q_full[stage], 2 * Traits::kQElems * sizeof(Element));
+        for (int b = 0; b < kColBlocks; ++b) {
+          tma_load_3d(smem.q[stage] + b * kBlockM * kSwizzleCols, &maps.q, b * kSwizzleCols, head,
+                      int(q_row0), &smem.q_full[stage]);
+          tma_load_3d(smem.dout[stage] + b * kBlockM * kSwizzleCols, &maps.dout, b * kSwizzleCols,
+                      head, int(q_row0), &smem.q_full[stage]);
+        }
+      }
+      const int64_t vec0 = (int64_t(batch) * p.num_heads_q + head) * p.seqlen_q;
+      for (int i = lane; i < kBlockM; i += kWarpSize) {
+        const int row = q0 + i;
+        const bool in_range = row < p.seqlen_q;
+        const float lse = in_range ? p.lse[vec0 + row] : -INFINITY;
+        smem.lse_log2[stage][i] = lse == -INFINITY ? INFINITY : lse * kLog2e;
+        smem.delta[stage][i] = in_range ? p.delta[vec0 + row] : 0.0f;
+        if (entry & 1) {
+          const int64_t token = q_row0 + i;
+          const VisibleKeys keys = visible_keys(in_range ? p.segment_ids_q[token] : 0,
+                                                in_range ? p.positions_q[token] : 0, p.mask);
+          smem.segment_q[stage][i] = keys.segment;
+          smem.pos_lo[stage][i] = keys.pos_lo;
+          smem.pos_hi[stage][i] = keys.pos_hi;
+        }
+      }
+      mbarrier_arrive(&smem.q_full[stage]);  // after this lane's row vectors are written
+    }
+    return;
+  }
+
+  // ---- consumer warpgroups ----
+  set_max_registers_inc<Traits::kConsumerRegisters>();
+  const int warpgroup = threadIdx.x / kWarpgroupThreads;
+  const int warp_in_group = warp % 4;
+  const int quad_row = lane / 4;
+  const int quad_col = (lane % 4) * 2;
+  const int key_row0 = 64 * warpgroup + 16 * warp_in_group;  // this warp's first key of the tile
+
+  // Segment id and position of this thread's two keys (g, g + 8); keys past seqlen_k: padding.
+  int32_t key_segment[2];
+  int32_t key_position[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int key = n0 + key_row0 + quad_row + 8 * r;
+    const bool in_range = key < p.seqlen_k;
+    const int64_t token = int64_t(batch) * p.seqlen_k + key;
+    key_segment[r] = in_range ? p.segment_ids_k[token] : 0;
+    key_position[r] = in_range ? p.positions_k[token] : 0;
+  }
+
+  float acc_dv[kHTiles][4] = {};
+  float acc_dk[kHTiles][4] = {};
+
+  // K-major descriptors of this warpgroup's 64 keys of K and V (A of S^T and dP^T).
+  const uint32_t kv_rows_offset = warpgroup * 64 * kSwizzleLineBytes;
+  const uint64_t desc_k_rows =
+      advance_descriptor(smem_descriptor(smem.k, kChunkBytes, kSwizzleAtomBytes), kv_rows_offset);
+  const uint64_t desc_v_rows =
+      advance_descriptor(smem_descriptor(smem.v, kChunkBytes, kSwizzleAtomBytes), kv_rows_offset);
+  // MN-major descriptor of K's 64-column block `warpgroup` (B of this warpgroup's dQ half).
+  const uint64_t desc_k_cols = advance_descriptor(
+      smem_descriptor(smem.k, kBlockBytesKV, kSwizzleAtomBytes), warpgroup * kBlockBytesKV);
+
+  mbarrier_wait(&smem.kv_full, 0);
+  for (int it = 0; it < steps; ++it) {
+    const int stage = it % kStages;
+    const int entry = tile_list[it % tile_count];
+    const int head = head0 + it / tile_count;
+    const int q0 = (entry >> 1) * kBlockM;
+    mbarrier_wait(&smem.q_full[stage], (it / kStages) & 1);
+
+    // S^T = K_w Q^T and dP^T = V_w dO^T: 64 keys x 64 queries each, fp32.
+    float s[1][kSTiles][4];
+    float dp[kSTiles][4];
+    const uint64_t desc_q = smem_descriptor(smem.q[stage], kChunkBytes, kSwizzleAtomBytes);
+    const uint64_t desc_do = smem_descriptor(smem.dout[stage], kChunkBytes, kSwizzleAtomBytes);
+    wgmma_fence();
+#pragma unroll
+    for (int d = 0; d < kDSteps; ++d) {
+      const uint32_t in_block = (d % kStepsPerBlock) * kStepBytes;
+      const uint32_t offset_kv = (d / kStepsPerBlock) * kBlockBytesKV + in_block;
+      const uint32_t offset_q = (d / kStepsPerBlock) * kBlockBytesQ + in_block;
+      MmaS::template ss<0>(s[0], advance_descriptor(desc_k_rows, offset_kv),
+                           advance_descriptor(desc_q, offset_q), d > 0);
+      MmaS::template ss<0>(dp, advance_descriptor(desc_v_rows, offset_kv),
+                           advance_descriptor(desc_do, offset_q), d > 0);
+    }
+    wgmma_commit();
+    wgmma_wait<0>();
+    fence_accumulators(s[0]);
+    fence_accumulators(dp);
+
+    // P^T = 2^(s scale log2 e - lse log2 e) (0 where masked), dS^T = P^T (dP^T - delta); packed
+    // as A fragments (k16 step kk = query columns 16 kk .. 16 kk + 15).
+    const bool partial = (entry & 1) != 0;
+    uint32_t p_frag[kQSteps][4];
+    uint32_t ds_frag[kQSteps][4];
+#pragma unroll
+    for (int t = 0; t < kSTiles; ++t) {
+#pragma unroll
+      for (int j = 0; j < 2; ++j) {
+        const int col = 8 * t + quad_col + j;
+        const float lse_log2 = smem.lse_log2[stage][col];
+        const float delta = smem.delta[stage][col];
+        VisibleKeys keys{};
+        if (partial)
+          keys = VisibleKeys{smem.segment_q[stage][col], smem.pos_lo[stage][col],
+                             smem.pos_hi[stage][col]};
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+          float prob = fast_exp2(fmaf(s[0][t][2 * r + j], p.scale_log2, -lse_log2));
+          if (partial && !keys.contains(key_segment[r], key_position[r])) prob = 0.0f;
+          s[0][t][2 * r + j] = prob;
+          dp[t][2 * r + j] = prob * (dp[t][2 * r + j] - delta);
+        }
+      }
+    }
+#pragma unroll
+    for (int kk = 0; kk < kQSteps; ++kk) {
+      p_frag[kk][0] = Ops::pack(s[0][2 * kk][0], s[0][2 * kk][1]);
+      p_frag[kk][1] = Ops::pack(s[0][2 * kk][2], s[0][2 * kk][3]);
+      p_frag[kk][2] = Ops::pack(s[0][2 * kk + 1][0], s[0][2 * kk + 1][1]);
+      p_frag[kk][3] = Ops::pack(s[0][2 * kk + 1][2], s[0][2 * kk + 1][3]);
+      ds_frag[kk][0] = Ops::pack(dp[2 * kk][0], dp[2 * kk][1]);
+      ds_frag[kk][1] = Ops::pack(dp[2 * kk][2], dp[2 * kk][3]);
+      ds_frag[kk][2] = Ops::pack(dp[2 * kk + 1][0], dp[2 * kk + 1][1]);
+      ds_frag[kk][3] = Ops::pack(dp[2 * kk + 1][2], dp[2 * kk + 1][3]);
+    }
+
+    // dV_w += P^T dO and dK_w += dS^T Q: B = dO, Q read MN-major (query rows are the k16 steps).
+    const uint64_t desc_do_mn = smem_descriptor(smem.dout[stage], kBlockBytesQ, kSwizzleAtomBytes);
+    const uint64_t desc_q_mn = smem_descriptor(smem.q[stage], kBlockBytesQ, kSwizzleAtomBytes);
+    fence_accumulators(acc_dv);
+    fence_accumulators(acc_dk);
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < kQSteps; ++kk) {
+      MmaKV::template rs<1>(acc_dv, p_frag[kk], advance_descriptor(desc_do_mn, kk * kRowStepBytes),
+                            true);
+      MmaKV::template rs<1>(acc_dk, ds_frag[kk], advance_descriptor(desc_q_mn, kk * kRowStepBytes),
+                            true);
+    }
+    wgmma_commit();
+
+    // dS^T to shared memory (keys x queries, one 128-byte swizzled line per key), then both
+    // warpgroups' halves are in place for dQ. Two buffers: the barrier of step it + 1 is only
+    // passed once both warpgroups have finished step it's dQ.
+    Element* ds_tile = smem.ds[it & 1];
+#pragma unroll
+    for (int kk = 0; kk < kQSteps; ++kk) {
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {  // n8 tile 2 kk + half: query chunk 2 kk + half
+        const int chunk = 2 * kk + half;
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+          const int key = key_row0 + quad_row + 8 * r;
+          const int offset = key * kSwizzleCols + ((chunk ^ (key % 8)) * kChunkElems) + quad_col;
+          *reinterpret_cast<uint32_t*>(ds_tile + offset) = ds_frag[kk][2 * half + r];
+        }
+      }
+    }
+    fence_proxy_async_shared();
+    named_barrier_sync(1, Traits::kNumConsumerThreads);
+
+    // dQ[:, 64 w, 64 w + 64) = dS K: A = dS (queries x keys) read MN-major from dS^T, B = K's
+    // 64-column block w read MN-major; the keys are the k16 steps.
+    float dq[kQTilesHalf][4];
+    const uint64_t desc_ds = smem_descriptor(ds_tile, kSwizzleAtomBytes, kSwizzleAtomBytes);
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < kKSteps; ++kk)
+      MmaS::template ss<1, 1>(dq, advance_descriptor(desc_ds, kk * kRowStepBytes),
+                              advance_descriptor(desc_k_cols, kk * kRowStepBytes), kk > 0);
+    wgmma_commit();
+    wgmma_wait<0>();
+    fence_accumulators(acc_dv);
+    fence_accumulators(acc_dk);
+    fence_accumulators(dq);
+    __syncwarp();
+    if (lane == 0) mbarrier_arrive(&smem.q_empty[stage]);  // Q, dO, row vectors done
+
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const int query = q0 + 16 * warp_in_group + quad_row + 8 * r;
+      if (query >= p.seqlen_q) continue;
+      float* dq_row = p.dq + (int64_t(batch) * p.seqlen_q + query) * p.row_stride_q +
+                      int64_t(head) * kHeadDim + warpgroup * kSwizzleCols + quad_col;
+#pragma unroll
+      for (int t = 0; t < kQTilesHalf; ++t)
+        atomicAdd(reinterpret_cast<float2*>(dq_row + 8 * t),
+                  make_float2(p.scale * dq[t][2 * r], p.scale * dq[t][2 * r + 1]));
+    }
+  }
+
+  // dK += scale dK_tile, dV += dV_tile (fp32): atomics when several CTAs share the key tile.
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int key = n0 + key_row0 + quad_row + 8 * r;
+    if (key >= p.seqlen_k) continue;
+    const int64_t row_offset =
+        (int64_t(batch) * p.seqlen_k + key) * p.row_stride_k + int64_t(h_kv) * kHeadDim + quad_col;
+#pragma unroll
+    for (int t = 0; t < kHTiles; ++t) {
+      float2* dk = reinterpret_cast<float2*>(p.dk + row_offset + 8 * t);
+      float2* dv = reinterpret_cast<float2*>(p.dv + row_offset + 8 * t);
+      const float2 dk_add = make_float2(__fmul_rn(p.scale, acc_dk[t][2 * r]),
+                                        __fmul_rn(p.scale, acc_dk[t][2 * r + 1]));
+      const float2 dv_add = make_float2(acc_dv[t][2 * r], acc_dv[t][2 * r + 1]);
+      if (p.head_splits > 1) {
+        atomicAdd(dk, dk_add);
+        atomicAdd(dv, dv_add);
+      } else {
+        float2 dk_value = *dk;
+        float2 dv_value = *dv;
+        dk_value.x += dk_add.x;
+        dk_value.y += dk_add.y;
+        dv_value.x += dv_add.x;
+        dv_value.y += dv_add.y;
+        *dk = dk_value;
+        *dv = dv_value;
+      }
+    }
+  }
+#else
+  __trap();  // built without sm_90a code: the launcher never selects this kernel
+#endif
+}
+
+template <class Element>
+void launch_backward_wgmma(BackwardParams params, const BackwardTensorMaps& maps,
+                           cudaStream_t stream) {
+  using Traits = BackwardWgmmaTraits<Element>;
+  params.accumulate_dq = true;
+  params.head_splits = backward_head_splits(params.group_size, /*deterministic=*/false);
+  TilePlan plan = plan_tiles(params.segment_ids_k, params.positions_k, params.seqlen_k,
+                             Traits::kBlockN, params.segment_ids_q, params.positions_q,
+                             params.seqlen_q, Traits::kBlockM, params.batch,
+                             /*lists_of_queries=*/true, params.mask, stream);
+  params.num_tiles_k = plan.num_mine;
+  params.num_tiles_q = plan.num_others;
+  params.tile_lists = plan.lists;
+  params.tile_counts = plan.counts;
+  params.tile_order = plan.order;
+
+  auto kernel = backward_wgmma_kernel<Traits>;
+  constexpr int kSmemBytes = int(sizeof(BackwardWgmmaSmem<Traits>));
+  RINGPACK_CUDA_CHECK(
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
+  const dim3 grid(params.batch * params.num_tiles_k, params.num_heads_kv * params.head_splits);
+  kernel<<<grid, Traits::kNumThreads, kSmemBytes, stream>>>(params, maps);
+  RINGPACK_CHECK_LAUNCH();
+  plan.release(stream);
+}
+
+}  // namespace ringpack::cuda
