@@ -6,7 +6,8 @@
 #     quick = tests + bench without peers and sanitizer (fast iteration on kernels)
 #   env: OUT (log dir), COMMIT (named in the bench table), BUILD_DIR (default build-gpu),
 #        BENCH_WORKLOADS (default dense-16k,packed-16k,packed-64k), BENCH_REPS (default 30),
-#        BENCH_MMA_SYNC=1 also benches the forward's portable mma.sync loop (A/B)
+#        BENCH_VARIANTS="A=1;B=2 C=3" also benches ours under each set of environment
+#        settings (A/B in one run), e.g. RINGPACK_FORWARD_MMA_SYNC=1, RINGPACK_BACKWARD_HEAD_SPLITS=1
 # Needs .deps/ from scripts/fetch_device_deps.sh (CLI11, nlohmann-json, yaml-cpp) on machines
 # without network.
 set -uo pipefail
@@ -74,12 +75,14 @@ if [[ "$MODE" == all || "$MODE" == bench || "$MODE" == quick ]]; then
     PYTHONUNBUFFERED=1 timeout 300 python3 bench/peers.py --layouts "$OUT/layouts.json" \
       --json "$OUT/peers.json" >"$OUT/peers.log" 2>&1 || note "peers: FAILED (see peers.log)"
   fi
-  if [[ "${BENCH_MMA_SYNC:-0}" == 1 ]]; then
-    RINGPACK_FORWARD_MMA_SYNC=1 "$CLI" bench --workloads "$WORKLOADS" --reps "$REPS" \
-      --no-backward --commit "$COMMIT (mma.sync loop)" >"$OUT/bench_mma_sync.txt" 2>&1
-    note "forward, mma.sync loop (A/B):"
-    cat "$OUT/bench_mma_sync.txt" >>"$SUMMARY"
-  fi
+  IFS=';' read -ra VARIANTS <<<"${BENCH_VARIANTS:-}"
+  for i in "${!VARIANTS[@]}"; do
+    read -ra settings <<<"${VARIANTS[$i]}"
+    env "${settings[@]}" "$CLI" bench --workloads "$WORKLOADS" --reps "$REPS" \
+      --commit "$COMMIT (${VARIANTS[$i]})" >"$OUT/bench_variant_$i.txt" 2>&1
+    note "ours with ${VARIANTS[$i]}:"
+    grep -E "^(workload|dense|packed)" "$OUT/bench_variant_$i.txt" >>"$SUMMARY"
+  done
   PEERS=(); [[ -s "$OUT/peers.json" ]] && PEERS=(--peers "$OUT/peers.json")
   "$CLI" bench --workloads "$WORKLOADS" --reps "$REPS" "${PEERS[@]}" --commit "$COMMIT" \
     --json "$OUT/bench.json" >"$OUT/bench.txt" 2>"$OUT/bench.log"

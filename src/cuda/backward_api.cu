@@ -4,9 +4,13 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <cstdlib>
+
 #include "cuda/backward_api.h"
 #include "cuda/backward_launch.h"
 #include "cuda/backward_params.h"
+#include "cuda/backward_traits.h"
+#include "cuda/backward_wgmma_launch.h"
 #include "ringpack/error.h"
 
 namespace ringpack::cuda {
@@ -72,6 +76,17 @@ void dispatch_head_dim(const BackwardParams& p, bool deterministic, cudaStream_t
 }
 
 }  // namespace
+
+int backward_wgmma_head_splits(int group_size) {
+  const char* value = std::getenv("RINGPACK_BACKWARD_HEAD_SPLITS");
+  if (value != nullptr) {
+    const int splits = std::atoi(value);
+    RINGPACK_CHECK(splits > 0 && group_size % splits == 0, "RINGPACK_BACKWARD_HEAD_SPLITS=", value,
+                   " must divide the GQA group size ", group_size);
+    return splits;
+  }
+  return backward_head_splits(group_size, /*deterministic=*/false);
+}
 
 void run_backward(const AttentionStep& step, const BackwardInputs& in,
                   const BackwardAccumulators& acc, bool deterministic, cudaStream_t stream) {

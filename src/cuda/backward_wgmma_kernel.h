@@ -371,7 +371,7 @@ void launch_backward_wgmma(BackwardParams params, const BackwardTensorMaps& maps
                            cudaStream_t stream) {
   using Traits = BackwardWgmmaTraits<Element>;
   params.accumulate_dq = true;
-  params.head_splits = backward_head_splits(params.group_size, /*deterministic=*/false);
+  params.head_splits = backward_wgmma_head_splits(params.group_size);
   TilePlan plan = plan_tiles(params.segment_ids_k, params.positions_k, params.seqlen_k,
                              Traits::kBlockN, params.segment_ids_q, params.positions_q,
                              params.seqlen_q, Traits::kBlockM, params.batch,

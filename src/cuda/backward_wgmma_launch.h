@@ -33,6 +33,11 @@ struct BackwardWgmmaTraits {
   static constexpr int kDsElems = kBlockN * kBlockM;
 };
 
+// CTAs per (key tile, kv head): backward_head_splits (one per query head, dK/dV added with
+// atomics), unless RINGPACK_BACKWARD_HEAD_SPLITS names a divisor of the group size (A/B
+// benchmarks: 1 walks the whole GQA group in one CTA).
+int backward_wgmma_head_splits(int group_size);
+
 // params: every field of the step (make_backward_params); the tile fields are filled here.
 // dq is added with atomics (the deterministic mode uses the mma.sync kernels).
 template <class Element>

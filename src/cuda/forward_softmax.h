@@ -109,46 +109,6 @@ __device__ __forceinline__ void softmax_tile(float (&s)[kMTiles][kSTiles][4],
   }
 }
 
-// softmax_tile over groups of kGroupTiles n8 tiles of which only those with their bit set in
-// `live` (uniform across the warp) hold scores; the others become P = 0 without being read.
-template <int kGroupTiles, int kMTiles, int kSTiles>
-__device__ __forceinline__ void softmax_tile_halves(float (&s)[kMTiles][kSTiles][4], unsigned live,
-                                                    float (&row_max)[2 * kMTiles],
-                                                    float (&row_sum)[2 * kMTiles], float scale_log2,
-                                                    float (&correction)[2 * kMTiles]) {
-  constexpr unsigned kQuadMask = 0xffffffffu;
-#pragma unroll
-  for (int i = 0; i < 2 * kMTiles; ++i) {
-    const int m = i / 2;
-    const int e0 = 2 * (i % 2);
-    float tile_max = -INFINITY;
-#pragma unroll
-    for (int t = 0; t < kSTiles; ++t)
-      if (live & (1u << (t / kGroupTiles)))
-        tile_max = fmaxf(tile_max, fmaxf(s[m][t][e0], s[m][t][e0 + 1]));
-    tile_max = fmaxf(tile_max, __shfl_xor_sync(kQuadMask, tile_max, 1));
-    tile_max = fmaxf(tile_max, __shfl_xor_sync(kQuadMask, tile_max, 2));
-    const float new_max = fmaxf(row_max[i], tile_max);
-    const float max_scaled = new_max == -INFINITY ? 0.0f : new_max * scale_log2;
-    correction[i] = fast_exp2(row_max[i] * scale_log2 - max_scaled);
-    row_max[i] = new_max;
-    float sum = row_sum[i] * correction[i];
-#pragma unroll
-    for (int t = 0; t < kSTiles; ++t) {
-#pragma unroll
-      for (int e = e0; e < e0 + 2; ++e) {
-        if (live & (1u << (t / kGroupTiles))) {
-          s[m][t][e] = fast_exp2(fmaf(s[m][t][e], scale_log2, -max_scaled));
-          sum += s[m][t][e];
-        } else {
-          s[m][t][e] = 0.0f;
-        }
-      }
-    }
-    row_sum[i] = sum;
-  }
-}
-
 // O rows times their softmax correction factors.
 template <int kMTiles, int kOTiles>
 __device__ __forceinline__ void rescale_output(float (&acc_o)[kMTiles][kOTiles][4],

@@ -11,9 +11,7 @@
 //     (tensor maps with the 128-byte swizzle of wgmma.h), plus the keys' ids and positions for
 //     partial tiles; full/empty mbarriers per stage hand each stage to the consumers and back, so
 //     the warpgroups run decoupled from each other and from the loads.
-//   - S = Q K^T: 64 x 128 per warpgroup as two 64-key halves, head_dim / 16 wgmma each with Q
-//     and K from shared memory; a half that the tile list marks dead for this warpgroup's rows
-//     (its 64 x 64 quadrant is fully masked) costs no MMA, no exponentials and no P V steps;
+//   - S = Q K^T: 64 x 128 per warpgroup, head_dim / 16 wgmma with Q and K from shared memory;
 //     O += P V with P in registers (the S accumulator layout is the A fragment layout once packed
 //     to 16 bits) and V read MN-major from the same tile layout as K.
 //   - Software pipeline inside each warpgroup: S_{j+1} is issued together with P_j V_j, and its
@@ -81,8 +79,7 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
   constexpr int kHalves = 2;                     // 64-key halves of a key tile (quadrants)
   constexpr int kHalfKeys = kBlockN / kHalves;   // 64
   constexpr int kHalfTiles = kSTiles / kHalves;  // n8 tiles of S per half
-  constexpr int kStepsPerHalf = kNSteps / kHalves;
-  using MmaHalf = WgmmaOps<Element, kHalfKeys>;  // S of one half: 64 x 64
+  using MmaS = WgmmaOps<Element, kBlockN>;
   using MmaO = WgmmaOps<Element, kHeadDim>;
 
   extern __shared__ __align__(1024) unsigned char smem_raw[];
@@ -186,50 +183,42 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
   const uint64_t desc_q =
       smem_descriptor(smem.q + warpgroup * 64 * kSwizzleCols, kChunkBytes, kSwizzleAtomBytes);
 
-  // This warpgroup's quadrants of a tile_lists.h entry: bit h = key half h (64 keys).
-  auto live_halves = [&](int entry) { return unsigned(entry >> (2 * warpgroup)) & 3u; };
-  auto partial_halves = [&](int entry) { return unsigned(entry >> (4 + 2 * warpgroup)) & 3u; };
-
-  // Issues S = Q K^T (64 x kBlockN per warpgroup, fp32) for the K tile in `stage`, one 64-key
-  // half at a time; halves nobody in this warpgroup sees are not computed (their scores are
-  // garbage, and every later step skips them: softmax_tile_halves, issue_output).
-  auto issue_scores = [&](float(&scores)[1][kSTiles][4], int stage, unsigned live) {
+  // Issues S = Q K^T (64 x kBlockN per warpgroup, fp32) for the K tile in `stage`.
+  auto issue_scores = [&](float(&scores)[1][kSTiles][4], int stage) {
     const uint64_t desc_k = smem_descriptor(smem.k[stage], kChunkBytes, kSwizzleAtomBytes);
 #pragma unroll
-    for (int h = 0; h < kHalves; ++h) {
-      if (!(live & (1u << h))) continue;
-      auto& half = *reinterpret_cast<float(*)[kHalfTiles][4]>(&scores[0][h * kHalfTiles][0]);
-#pragma unroll
-      for (int d = 0; d < kDSteps; ++d) {
-        const uint32_t in_block = (d % kStepsPerBlock) * kStepBytes;
-        const uint32_t offset_k =
-            (d / kStepsPerBlock) * kBlockBytesKV + h * kHalfKeys * kSwizzleLineBytes + in_block;
-        MmaHalf::template ss<0>(
-            half, advance_descriptor(desc_q, (d / kStepsPerBlock) * kBlockBytesQ + in_block),
-            advance_descriptor(desc_k, offset_k), d > 0);
-      }
+    for (int d = 0; d < kDSteps; ++d) {
+      const uint32_t in_block = (d % kStepsPerBlock) * kStepBytes;
+      MmaS::template ss<0>(
+          scores[0], advance_descriptor(desc_q, (d / kStepsPerBlock) * kBlockBytesQ + in_block),
+          advance_descriptor(desc_k, (d / kStepsPerBlock) * kBlockBytesKV + in_block), d > 0);
     }
   };
-  // Issues O += P V for the V tile in `stage`: V rows 16 kk .. 16 kk + 15 are k16 step kk; the
-  // steps of dead halves (P = 0 there) are skipped.
-  auto issue_output = [&](const uint32_t(&probs)[kNSteps][4], int stage, unsigned live) {
+  // Issues O += P V for the V tile in `stage`: V rows 16 kk .. 16 kk + 15 are k16 step kk.
+  auto issue_output = [&](const uint32_t(&probs)[kNSteps][4], int stage) {
     const uint64_t desc_v = smem_descriptor(smem.v[stage], kBlockBytesKV, kSwizzleAtomBytes);
 #pragma unroll
-    for (int kk = 0; kk < kNSteps; ++kk) {
-      if (!(live & (1u << (kk / kStepsPerHalf)))) continue;
+    for (int kk = 0; kk < kNSteps; ++kk)
       MmaO::template rs<1>(acc_o[0], probs[kk],
                            advance_descriptor(desc_v, kk * kWgmmaK * kSwizzleLineBytes), true);
-    }
   };
-  // Partial quadrants: rule (1) per element on the scores of the key tile in `stage`.
+  // The mask on this warpgroup's two 64 x 64 quadrants of a tile_lists.h entry: rule (1) per
+  // element on partial ones, -inf on dead ones (no key visible to these rows), nothing on full
+  // ones. (Skipping the MMAs of dead quadrants as two 64-key halves measured slower: N = 64
+  // wgmma and the branches around them cost more than the masked work.)
   auto mask_scores = [&](float(&scores)[1][kSTiles][4], int entry, int stage) {
-    const unsigned partial = partial_halves(entry);
 #pragma unroll
     for (int h = 0; h < kHalves; ++h) {
-      if (!(partial & (1u << h))) continue;
       auto& half = *reinterpret_cast<float(*)[1][kHalfTiles][4]>(&scores[0][h * kHalfTiles][0]);
-      mask_partial_tile(half, keys, smem.segment_ids_k[stage] + h * kHalfKeys,
-                        smem.positions_k[stage] + h * kHalfKeys, quad_col);
+      if (!entry_live(entry, warpgroup, h)) {
+#pragma unroll
+        for (int t = 0; t < kHalfTiles; ++t)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) half[0][t][e] = -INFINITY;
+      } else if (entry_partial(entry, warpgroup, h)) {
+        mask_partial_tile(half, keys, smem.segment_ids_k[stage] + h * kHalfKeys,
+                          smem.positions_k[stage] + h * kHalfKeys, quad_col);
+      }
     }
   };
   // P as A fragments: two n8 S tiles = one k16 A tile (rows g, g + 8; columns c, c + 8).
@@ -252,43 +241,39 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
     float s[1][kSTiles][4];
     uint32_t p[kNSteps][4];
     float correction[kRows];
-    int entry = tile_list[0];
     mbarrier_wait(&smem.q_full, 0);
     mbarrier_wait(&smem.k_full[0], 0);
     wgmma_fence();
-    issue_scores(s, 0, live_halves(entry));
+    issue_scores(s, 0);
     wgmma_commit();
     wgmma_wait<0>();
     fence_accumulators(s[0]);
-    mask_scores(s, entry, 0);
+    mask_scores(s, tile_list[0], 0);
     release(&smem.k_empty[0]);
-    softmax_tile_halves<kHalfTiles>(s, live_halves(entry), row_max, row_sum, params.scale_log2,
-                                    correction);  // O = 0: nothing to rescale
+    softmax_tile(s, row_max, row_sum, params.scale_log2, correction);  // O = 0: nothing to rescale
     pack_probs(p, s);
 
     for (int it = 0; it < tile_count; ++it) {
       const int stage = it % kStages;
       const int next = (it + 1) % kStages;
       const bool has_next = it + 1 < tile_count;
-      const int entry_next = has_next ? tile_list[it + 1] : 0;
       fence_accumulators(acc_o[0]);
       if (has_next) {
         mbarrier_wait(&smem.k_full[next], ((it + 1) / kStages) & 1);
         wgmma_fence();
-        issue_scores(s, next, live_halves(entry_next));
+        issue_scores(s, next);
         wgmma_commit();
       }
       mbarrier_wait(&smem.v_full[stage], (it / kStages) & 1);
       wgmma_fence();
-      issue_output(p, stage, live_halves(entry));
+      issue_output(p, stage);
       wgmma_commit();
       if (has_next) {
         wgmma_wait<1>();  // S_{it+1} landed; P_it V_it may still run
         fence_accumulators(s[0]);
-        mask_scores(s, entry_next, next);
+        mask_scores(s, tile_list[it + 1], next);
         release(&smem.k_empty[next]);
-        softmax_tile_halves<kHalfTiles>(s, live_halves(entry_next), row_max, row_sum,
-                                        params.scale_log2, correction);
+        softmax_tile(s, row_max, row_sum, params.scale_log2, correction);
       }
       wgmma_wait<0>();
       fence_accumulators(acc_o[0]);
@@ -297,7 +282,6 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
         rescale_output(acc_o, correction);
         pack_probs(p, s);
       }
-      entry = entry_next;
     }
   }
 
