@@ -31,7 +31,7 @@ struct BackwardParams {
   const TileRange* ranges_k;  // [batch, ceil(seqlen_k / tile_k)]
 
   // wgmma dK/dV kernel only (tile_lists.h): per key tile (slot = b * num_tiles_k + i) the query
-  // tiles with a live quadrant, as tile_lists.h entries; their counts; slots heaviest first.
+  // tiles that are not skipped, as (tile << 1) | partial; their counts; slots heaviest first.
   const int32_t* tile_lists;   // [batch * num_tiles_k, num_tiles_q]
   const int32_t* tile_counts;  // [batch * num_tiles_k]
   const int32_t* tile_order;   // [batch * num_tiles_k]

@@ -132,7 +132,7 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
       const int stage = it % kStages;
       const int entry = tile_list[it % tile_count];
       const int head = head0 + it / tile_count;
-      const int q0 = entry_tile(entry) * kBlockM;
+      const int q0 = (entry >> 1) * kBlockM;
       const int64_t q_row0 = int64_t(batch) * p.seqlen_q + q0;
       mbarrier_wait(&smem.q_empty[stage], ((it / kStages) & 1) ^ 1);
       if (lane == 0) {
@@ -151,7 +151,7 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
         const float lse = in_range ? p.lse[vec0 + row] : -INFINITY;
         smem.lse_log2[stage][i] = lse == -INFINITY ? INFINITY : lse * kLog2e;
         smem.delta[stage][i] = in_range ? p.delta[vec0 + row] : 0.0f;
-        if (entry_any_partial(entry)) {
+        if (entry & 1) {
           const int64_t token = q_row0 + i;
           const VisibleKeys keys = visible_keys(in_range ? p.segment_ids_q[token] : 0,
                                                 in_range ? p.positions_q[token] : 0, p.mask);
@@ -203,7 +203,7 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
     const int stage = it % kStages;
     const int entry = tile_list[it % tile_count];
     const int head = head0 + it / tile_count;
-    const int q0 = entry_tile(entry) * kBlockM;
+    const int q0 = (entry >> 1) * kBlockM;
     mbarrier_wait(&smem.q_full[stage], (it / kStages) & 1);
 
     // S^T = K_w Q^T and dP^T = V_w dO^T: 64 keys x 64 queries each, fp32.
@@ -229,10 +229,7 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
 
     // P^T = 2^(s scale log2 e - lse log2 e) (0 where masked), dS^T = P^T (dP^T - delta); packed
     // as A fragments (k16 step kk = query columns 16 kk .. 16 kk + 15).
-    // A dead quadrant (this warpgroup's 64 keys see none of the queries) is all zeros; it still
-    // runs its MMAs: branching around wgmma here costs more (register spills) than it saves.
-    const bool live = entry_live(entry, warpgroup, 0);
-    const bool partial = entry_partial(entry, warpgroup, 0);
+    const bool partial = (entry & 1) != 0;
     uint32_t p_frag[kQSteps][4];
     uint32_t ds_frag[kQSteps][4];
 #pragma unroll
@@ -249,7 +246,7 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
           float prob = fast_exp2(fmaf(s[0][t][2 * r + j], p.scale_log2, -lse_log2));
-          if (!live || (partial && !keys.contains(key_segment[r], key_position[r]))) prob = 0.0f;
+          if (partial && !keys.contains(key_segment[r], key_position[r])) prob = 0.0f;
           s[0][t][2 * r + j] = prob;
           dp[t][2 * r + j] = prob * (dp[t][2 * r + j] - delta);
         }

@@ -27,7 +27,6 @@
 #include "cuda/forward_params.h"
 #include "cuda/forward_softmax.h"
 #include "cuda/kernel_traits.h"
-#include "cuda/tile_lists.h"
 
 namespace ringpack::cuda {
 
@@ -104,17 +103,16 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 2)
     s_pos_q[r] = valid ? params.positions_q[index] : 0;
   }  // visible to all warps after the first barrier of the tile loop
 
-  // Issues the cp.async copies of key tile `entry` (tile_lists.h) into `stage`. This loop treats
-  // a tile as partial when any of its quadrants is.
+  // Issues the cp.async copies of key tile `entry` (encoded (tile << 1) | partial) into `stage`.
   auto issue_kv = [&](int entry, int stage) {
-    const int k_begin = entry_tile(entry) * kBlockN;
+    const int k_begin = (entry >> 1) * kBlockN;
     const int valid = min(kBlockN, params.seqlen_k - k_begin);
     const int64_t offset = int64_t(k_begin) * params.kv_token_stride;
     load_tile_async<Traits>(s_k + stage * Traits::kKVElems, k + offset, params.kv_token_stride,
                             kBlockN, valid);
     load_tile_async<Traits>(s_v + stage * Traits::kKVElems, v + offset, params.kv_token_stride,
                             kBlockN, valid);
-    if (entry_any_partial(entry)) {  // the per-element rule needs the keys' ids and positions
+    if (entry & 1) {  // partial tile: the per-element rule needs the keys' ids and positions
       for (int i = threadIdx.x; i < kBlockN; i += Traits::kNumThreads) {
         const bool in_range = i < valid;
         const int t = in_range ? k_begin + i : 0;
@@ -198,7 +196,7 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 2)
       }
 
       // Partial tile: rule (1) per element; then P and the rescaled O, l.
-      if (entry_any_partial(entry)) {
+      if (entry & 1) {
         VisibleKeys keys[kRows];
 #pragma unroll
         for (int i = 0; i < kRows; ++i) {

@@ -30,8 +30,7 @@ struct ForwardParams {
   // ---- per-tile metadata (device scratch, written by the launcher's pre-pass) ----
   // For query tile t of row b (tiles of block_m tokens), slot i = b * num_tiles_q + t:
   // tile_lists[i * num_tiles_k + j], j < tile_counts[i], are the key tiles (of block_n tokens)
-  // with a live 64 x 64 quadrant, in increasing order, as tile_lists.h entries (key tile, live
-  // and partial bits per quadrant).
+  // that are not skipped, in increasing order, encoded as (key_tile << 1) | partial.
   const int32_t* tile_lists;   // [batch * num_tiles_q, num_tiles_k]
   const int32_t* tile_counts;  // [batch * num_tiles_q]
   const int32_t* tile_order;   // [batch * num_tiles_q]: slots, heaviest (most key tiles) first

@@ -31,7 +31,6 @@
 #include "cuda/forward_params.h"
 #include "cuda/forward_softmax.h"
 #include "cuda/kernel_traits.h"
-#include "cuda/tile_lists.h"
 #include "cuda/tma.h"
 #include "cuda/wgmma.h"
 
@@ -76,9 +75,6 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
   constexpr int kRows = 2;                                // query rows per thread: g and g + 8
   constexpr int kConsumerWarps = Traits::kNumConsumerThreads / kWarpSize;
   constexpr uint32_t kTileBytes = Traits::kKVElems * sizeof(Element);
-  constexpr int kHalves = 2;                     // 64-key halves of a key tile (quadrants)
-  constexpr int kHalfKeys = kBlockN / kHalves;   // 64
-  constexpr int kHalfTiles = kSTiles / kHalves;  // n8 tiles of S per half
   using MmaS = WgmmaOps<Element, kBlockN>;
   using MmaO = WgmmaOps<Element, kHeadDim>;
 
@@ -126,7 +122,7 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
       const int stage = it % kStages;
       const uint32_t free_parity = ((it / kStages) & 1) ^ 1;  // first use: passes at once
       const int entry = tile_list[it];
-      const int k_begin = entry_tile(entry) * kBlockN;
+      const int k_begin = (entry >> 1) * kBlockN;
       mbarrier_wait(&smem.k_empty[stage], free_parity);
       if (lane == 0) {
         mbarrier_expect_bytes(&smem.k_full[stage], kTileBytes);
@@ -134,7 +130,7 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
           tma_load_3d(smem.k[stage] + b * kBlockN * kSwizzleCols, &maps.k, b * kSwizzleCols,
                       kv_head, int(k_row0 + k_begin), &smem.k_full[stage]);
       }
-      if (entry_any_partial(entry)) {  // keys past seqlen_k read as padding (id 0: never visible)
+      if (entry & 1) {  // partial tile: keys past seqlen_k read as padding (id 0: never visible)
         for (int i = lane; i < kBlockN; i += kWarpSize) {
           const bool in_range = k_begin + i < params.seqlen_k;
           smem.segment_ids_k[stage][i] = in_range ? seg_k[k_begin + i] : 0;
@@ -202,24 +198,10 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
       MmaO::template rs<1>(acc_o[0], probs[kk],
                            advance_descriptor(desc_v, kk * kWgmmaK * kSwizzleLineBytes), true);
   };
-  // The mask on this warpgroup's two 64 x 64 quadrants of a tile_lists.h entry: rule (1) per
-  // element on partial ones, -inf on dead ones (no key visible to these rows), nothing on full
-  // ones. (Skipping the MMAs of dead quadrants as two 64-key halves measured slower: N = 64
-  // wgmma and the branches around them cost more than the masked work.)
+  // Partial tiles: rule (1) per element on the scores of the key tile in `stage`.
   auto mask_scores = [&](float(&scores)[1][kSTiles][4], int entry, int stage) {
-#pragma unroll
-    for (int h = 0; h < kHalves; ++h) {
-      auto& half = *reinterpret_cast<float(*)[1][kHalfTiles][4]>(&scores[0][h * kHalfTiles][0]);
-      if (!entry_live(entry, warpgroup, h)) {
-#pragma unroll
-        for (int t = 0; t < kHalfTiles; ++t)
-#pragma unroll
-          for (int e = 0; e < 4; ++e) half[0][t][e] = -INFINITY;
-      } else if (entry_partial(entry, warpgroup, h)) {
-        mask_partial_tile(half, keys, smem.segment_ids_k[stage] + h * kHalfKeys,
-                          smem.positions_k[stage] + h * kHalfKeys, quad_col);
-      }
-    }
+    if (entry & 1)
+      mask_partial_tile(scores, keys, smem.segment_ids_k[stage], smem.positions_k[stage], quad_col);
   };
   // P as A fragments: two n8 S tiles = one k16 A tile (rows g, g + 8; columns c, c + 8).
   auto pack_probs = [&](uint32_t(&probs)[kNSteps][4], const float(&scores)[1][kSTiles][4]) {

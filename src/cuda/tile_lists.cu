@@ -3,7 +3,6 @@
 #include "cuda/cuda_check.h"
 #include "cuda/ptx.h"
 #include "cuda/tile_ranges.h"
-#include "ringpack/error.h"
 
 namespace ringpack::cuda {
 namespace {
@@ -11,48 +10,33 @@ namespace {
 constexpr int kListWarpsPerBlock = 4;
 constexpr int kOrderThreads = 256;
 
-// One warp per slot: classify the sub-tile pairs of every tile of the other side of its row
-// against it and append the tiles with a live quadrant, in order. A tile cut short by the row end
-// has has_padding set (tile_ranges.h), so it is never full.
+// One warp per slot: classify every tile of the other side of its row against it and append the
+// ones that are not skipped, in order. A tile cut short by the row end has has_padding set
+// (tile_ranges.h), so it is never full.
 __global__ void build_tile_lists_kernel(const TileRange* __restrict__ ranges_mine,
                                         const TileRange* __restrict__ ranges_others, int batch,
-                                        int num_mine, int num_others, int sub_mine, int sub_others,
-                                        int sub_tiles_mine, int sub_tiles_others,
-                                        bool lists_of_queries, MaskSpec mask,
-                                        int32_t* __restrict__ lists, int32_t* __restrict__ counts) {
+                                        int num_mine, int num_others, bool lists_of_queries,
+                                        MaskSpec mask, int32_t* __restrict__ lists,
+                                        int32_t* __restrict__ counts) {
   const int slot = blockIdx.x * kListWarpsPerBlock + threadIdx.x / kWarpSize;
   const int lane = threadIdx.x % kWarpSize;
   if (slot >= batch * num_mine) return;
   const int row = slot / num_mine;
-  const int tile = slot % num_mine;
+  const TileRange mine = ranges_mine[slot];
   int32_t* list = lists + int64_t(slot) * num_others;
   int count = 0;
   for (int base = 0; base < num_others; base += kWarpSize) {
     const int j = base + lane;
-    int live = 0;
-    int partial = 0;
+    TileClass cls = TileClass::kSkip;
     if (j < num_others) {
-      for (int a = 0; a < sub_mine; ++a) {
-        const int i_sub = tile * sub_mine + a;
-        if (i_sub >= sub_tiles_mine) continue;
-        const TileRange mine = ranges_mine[int64_t(row) * sub_tiles_mine + i_sub];
-        for (int b = 0; b < sub_others; ++b) {
-          const int j_sub = j * sub_others + b;
-          if (j_sub >= sub_tiles_others) continue;
-          const TileRange other = ranges_others[int64_t(row) * sub_tiles_others + j_sub];
-          const TileClass cls = lists_of_queries ? classify_tile(other, mine, mask)
-                                                 : classify_tile(mine, other, mask);
-          const int bit = 1 << (2 * a + b);
-          if (cls != TileClass::kSkip) live |= bit;
-          if (cls == TileClass::kPartial) partial |= bit;
-        }
-      }
+      const TileRange other = ranges_others[int64_t(row) * num_others + j];
+      cls = lists_of_queries ? classify_tile(other, mine, mask) : classify_tile(mine, other, mask);
     }
-    const bool keep = live != 0;
+    const bool keep = cls != TileClass::kSkip;
     const unsigned kept = __ballot_sync(0xffffffffu, keep);
     if (keep) {
       const int index = count + __popc(kept & ((1u << lane) - 1u));
-      list[index] = (j << 8) | (partial << 4) | live;
+      list[index] = (j << 1) | (cls == TileClass::kPartial ? 1 : 0);
     }
     count += __popc(kept);
   }
@@ -76,15 +60,14 @@ __global__ void order_tiles_kernel(const int32_t* __restrict__ counts, int slots
 }  // namespace
 
 void build_tile_lists(const TileRange* ranges_mine, const TileRange* ranges_others, int batch,
-                      int num_mine, int num_others, int sub_mine, int sub_others,
-                      int sub_tiles_mine, int sub_tiles_others, bool lists_of_queries,
-                      const MaskSpec& mask, int32_t* lists, int32_t* counts, cudaStream_t stream) {
+                      int num_mine, int num_others, bool lists_of_queries, const MaskSpec& mask,
+                      int32_t* lists, int32_t* counts, cudaStream_t stream) {
   const int slots = batch * num_mine;
   if (slots == 0) return;
   build_tile_lists_kernel<<<(slots + kListWarpsPerBlock - 1) / kListWarpsPerBlock,
                             kListWarpsPerBlock * kWarpSize, 0, stream>>>(
-      ranges_mine, ranges_others, batch, num_mine, num_others, sub_mine, sub_others, sub_tiles_mine,
-      sub_tiles_others, lists_of_queries, mask, lists, counts);
+      ranges_mine, ranges_others, batch, num_mine, num_others, lists_of_queries, mask, lists,
+      counts);
   RINGPACK_CHECK_LAUNCH();
 }
 
@@ -99,19 +82,14 @@ TilePlan plan_tiles(const int32_t* segment_ids_mine, const int32_t* positions_mi
                     int tile_mine, const int32_t* segment_ids_others,
                     const int32_t* positions_others, int seqlen_others, int tile_others, int batch,
                     bool lists_of_queries, const MaskSpec& mask, cudaStream_t stream) {
-  RINGPACK_CHECK((tile_mine == kSubTile || tile_mine == 2 * kSubTile) &&
-                     (tile_others == kSubTile || tile_others == 2 * kSubTile),
-                 "tile plans take tiles of 64 or 128 tokens, not ", tile_mine, " x ", tile_others);
   constexpr size_t kAlignment = 256;
   auto align_up = [](size_t bytes) { return (bytes + kAlignment - 1) / kAlignment * kAlignment; };
   TilePlan plan;
   plan.num_mine = num_tiles(seqlen_mine, tile_mine);
   plan.num_others = num_tiles(seqlen_others, tile_others);
-  const int sub_tiles_mine = num_tiles(seqlen_mine, kSubTile);
-  const int sub_tiles_others = num_tiles(seqlen_others, kSubTile);
   const size_t slots = size_t(batch) * plan.num_mine;
-  const size_t ranges_mine_bytes = align_up(sizeof(TileRange) * batch * sub_tiles_mine + 1);
-  const size_t ranges_others_bytes = align_up(sizeof(TileRange) * batch * sub_tiles_others + 1);
+  const size_t ranges_mine_bytes = align_up(sizeof(TileRange) * slots + 1);
+  const size_t ranges_others_bytes = align_up(sizeof(TileRange) * batch * plan.num_others + 1);
   const size_t lists_bytes = align_up(sizeof(int32_t) * slots * plan.num_others + 1);
   const size_t counts_bytes = align_up(sizeof(int32_t) * slots + 1);
   char* scratch = nullptr;
@@ -119,18 +97,17 @@ TilePlan plan_tiles(const int32_t* segment_ids_mine, const int32_t* positions_mi
       reinterpret_cast<void**>(&scratch),
       ranges_mine_bytes + ranges_others_bytes + lists_bytes + 2 * counts_bytes, stream));
   plan.scratch_ = scratch;
-  auto* ranges_mine = reinterpret_cast<TileRange*>(scratch);
-  auto* ranges_others = reinterpret_cast<TileRange*>(scratch + ranges_mine_bytes);
+  plan.ranges_mine = reinterpret_cast<TileRange*>(scratch);
+  plan.ranges_others = reinterpret_cast<TileRange*>(scratch + ranges_mine_bytes);
   plan.lists = reinterpret_cast<int32_t*>(scratch + ranges_mine_bytes + ranges_others_bytes);
   plan.counts = reinterpret_cast<int32_t*>(reinterpret_cast<char*>(plan.lists) + lists_bytes);
   plan.order = reinterpret_cast<int32_t*>(reinterpret_cast<char*>(plan.counts) + counts_bytes);
 
-  compute_tile_ranges(segment_ids_mine, positions_mine, batch, seqlen_mine, kSubTile, ranges_mine,
-                      stream);
-  compute_tile_ranges(segment_ids_others, positions_others, batch, seqlen_others, kSubTile,
-                      ranges_others, stream);
-  build_tile_lists(ranges_mine, ranges_others, batch, plan.num_mine, plan.num_others,
-                   tile_mine / kSubTile, tile_others / kSubTile, sub_tiles_mine, sub_tiles_others,
+  compute_tile_ranges(segment_ids_mine, positions_mine, batch, seqlen_mine, tile_mine,
+                      plan.ranges_mine, stream);
+  compute_tile_ranges(segment_ids_others, positions_others, batch, seqlen_others, tile_others,
+                      plan.ranges_others, stream);
+  build_tile_lists(plan.ranges_mine, plan.ranges_others, batch, plan.num_mine, plan.num_others,
                    lists_of_queries, mask, plan.lists, plan.counts, stream);
   order_tiles_by_count(plan.counts, int(slots), plan.order, stream);
   return plan;
