@@ -27,16 +27,6 @@ constexpr int kSwizzleAtomBytes = 1024;  // 8 rows: the unit the XOR pattern rep
 constexpr int kSwizzleCols = 64;         // 16-bit elements per line
 constexpr int kWgmmaK = 16;              // K of one wgmma (16-bit inputs)
 
-// Element offset of 16-byte chunk `chunk` (8 elements) of row `row` in a swizzled tile of kRows
-// rows.
-template <int kRows>
-__device__ __forceinline__ int swizzled_tile_offset(int row, int chunk) {
-  constexpr int kChunksPerLine = kSwizzleLineBytes / kChunkBytes;  // 8
-  const int block = chunk / kChunksPerLine;
-  const int c = chunk % kChunksPerLine;
-  return (block * kRows + row) * kSwizzleCols + ((c ^ (row % kChunksPerLine)) * kChunkElems);
-}
-
 // Matrix descriptor (PTX ISA "Matrix Descriptor Format"): bits 0-13 start address >> 4, 16-29
 // leading-dimension byte offset >> 4, 32-45 stride-dimension byte offset >> 4, 62-63 swizzle
 // mode (1 = 128B). Base offset (bits 49-51) stays 0: tiles are 1024-byte aligned.

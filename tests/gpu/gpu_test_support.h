@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 
@@ -95,5 +96,18 @@ std::vector<T> to_host(const DeviceBuffer& buffer, size_t count) {
 DeviceBuffer poisoned_buffer(size_t count, DType dtype);
 // Downloads `count` elements of dtype and widens them to float.
 std::vector<float> download_as_float(const DeviceBuffer& buffer, DType dtype, size_t count);
+
+// Sets an environment variable for the lifetime of the object (e.g. to force the portable
+// mma.sync main loops, src/cuda/main_loop.h), then removes it.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) { setenv(name, value, 1); }
+  ~ScopedEnv() { unsetenv(name_); }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  const char* name_;
+};
 
 }  // namespace ringpack::testing

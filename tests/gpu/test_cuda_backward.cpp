@@ -421,6 +421,26 @@ TEST_F(CudaBackward, LongDocumentAcrossManyTiles) {
   }
 }
 
+// The portable mma.sync dK/dV kernel with atomic dQ, which sm_90 skips for head_dim 128 in
+// favour of the wgmma kernel: forced so both stay tested on a Hopper machine.
+TEST_F(CudaBackward, MmaSyncLoopMatchesReference) {
+  const uint64_t seed = seed_from_test_name();
+  const ScopedEnv force("RINGPACK_BACKWARD_MMA_SYNC", "1");
+  const PackedBatch batch = batch_from_lengths({{700, 1, 300}, {1001}}, 1001);
+  BackwardSetup s;
+  s.head_dim = 128;
+  s.num_heads_q = 4;
+  s.num_heads_kv = 1;
+  check_backward(batch, s, seed, "long_documents");
+  for (const NamedLayout& layout : adversarial_layouts(196, 2)) {
+    BackwardSetup setup;
+    setup.head_dim = 128;
+    setup.cp = 2;
+    setup.reorder = ReorderSpec{ReorderKind::kDualChunkSwap, 1};
+    check_backward(layout.batch, setup, seed, layout.name);
+  }
+}
+
 TEST_F(CudaBackward, DeterministicModeIsCorrectAndBitIdentical) {
   const uint64_t seed = seed_from_test_name();
   const PackedBatch batch = random_packed_batch(2, 301, seed);

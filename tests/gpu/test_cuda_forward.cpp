@@ -6,7 +6,6 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <cstdlib>
 #include <functional>
 #include <string>
 #include <vector>
@@ -256,17 +255,9 @@ TEST_F(CudaForward, LongDocumentUsesFullTilesCorrectly) {
 
 // The portable mma.sync main loop, which sm_90 skips for head_dim 64/128 in favour of wgmma:
 // forced through the launcher's switch so both loops stay tested on a Hopper machine.
-class ForceMmaSyncLoop {
- public:
-  ForceMmaSyncLoop() { setenv("RINGPACK_FORWARD_MMA_SYNC", "1", 1); }
-  ~ForceMmaSyncLoop() { unsetenv("RINGPACK_FORWARD_MMA_SYNC"); }
-  ForceMmaSyncLoop(const ForceMmaSyncLoop&) = delete;
-  ForceMmaSyncLoop& operator=(const ForceMmaSyncLoop&) = delete;
-};
-
 TEST_F(CudaForward, MmaSyncLoopMatchesReference) {
   const uint64_t seed = seed_from_test_name();
-  const ForceMmaSyncLoop force;
+  const ScopedEnv force("RINGPACK_FORWARD_MMA_SYNC", "1");
   for (const NamedLayout& layout : adversarial_layouts(200, 4)) {
     ForwardCase c = self_case(layout.name, layout.batch);
     c.num_heads_q = 4;
