@@ -324,19 +324,8 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
       const float2 dk_add = make_float2(__fmul_rn(p.scale, acc_dk[nt][2 * r]),
                                         __fmul_rn(p.scale, acc_dk[nt][2 * r + 1]));
       const float2 dv_add = make_float2(acc_dv[nt][2 * r], acc_dv[nt][2 * r + 1]);
-      if (p.head_splits > 1) {
-        atomicAdd(dk, dk_add);
-        atomicAdd(dv, dv_add);
-      } else {
-        float2 dk_value = *dk;
-        float2 dv_value = *dv;
-        dk_value.x += dk_add.x;
-        dk_value.y += dk_add.y;
-        dv_value.x += dv_add.x;
-        dv_value.y += dv_add.y;
-        *dk = dk_value;
-        *dv = dv_value;
-      }
+      add_pair(dk, dk_add, p.head_splits > 1);
+      add_pair(dv, dv_add, p.head_splits > 1);
     }
   }
 }

@@ -229,4 +229,18 @@ __device__ inline void zero(float (&acc)[kTiles][4]) {
   for (int i = 0; i < kTiles; ++i) acc[i][0] = acc[i][1] = acc[i][2] = acc[i][3] = 0.0f;
 }
 
+// dst += value for a pair of fp32 accumulators: with atomics when other CTAs add to the same
+// rows; otherwise one read-modify-write (the product was rounded before, so a step adds exactly
+// its own contribution).
+__device__ __forceinline__ void add_pair(float2* dst, float2 value, bool atomic) {
+  if (atomic) {
+    atomicAdd(dst, value);
+    return;
+  }
+  float2 sum = *dst;
+  sum.x += value.x;
+  sum.y += value.y;
+  *dst = sum;
+}
+
 }  // namespace ringpack::cuda::bwd
