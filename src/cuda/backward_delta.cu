@@ -34,8 +34,8 @@ __global__ void __launch_bounds__(kDeltaThreads)
       const uint32_t o_words[4] = {o.x, o.y, o.z, o.w};
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
-        const float2 da = bwd::ElementOps<Element>::unpack(a_words[i]);
-        const float2 oa = bwd::ElementOps<Element>::unpack(o_words[i]);
+        const float2 da = ElementOps<Element>::unpack(a_words[i]);
+        const float2 oa = ElementOps<Element>::unpack(o_words[i]);
         sum += da.x * oa.x + da.y * oa.y;
       }
     }

@@ -14,6 +14,7 @@
 
 #include <cstdint>
 
+#include "cuda/mma_sync.h"
 #include "cuda/ptx.h"
 
 namespace ringpack::cuda::bwd {
@@ -22,47 +23,7 @@ constexpr int kMmaM = 16;
 constexpr int kMmaN = 8;
 constexpr int kMmaK = 16;
 
-// ---- element types ----------------------------------------------------------------------------
-
-template <class Element>
-struct ElementOps;
-
-template <>
-struct ElementOps<__nv_bfloat16> {
-  __device__ static uint32_t pack(float lo, float hi) {
-    const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-    return *reinterpret_cast<const uint32_t*>(&v);
-  }
-  __device__ static float2 unpack(uint32_t bits) {
-    return __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&bits));
-  }
-  // d += a * b, m16n8k16, fp32 accumulate.
-  __device__ static void mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-        "{%8,%9}, {%0,%1,%2,%3};\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-  }
-};
-
-template <>
-struct ElementOps<__half> {
-  __device__ static uint32_t pack(float lo, float hi) {
-    const __half2 v = __floats2half2_rn(lo, hi);
-    return *reinterpret_cast<const uint32_t*>(&v);
-  }
-  __device__ static float2 unpack(uint32_t bits) {
-    return __half22float2(*reinterpret_cast<const __half2*>(&bits));
-  }
-  __device__ static void mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-        "{%8,%9}, {%0,%1,%2,%3};\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-  }
-};
+// ---- element types: ElementOps (pack, unpack, mma) from mma_sync.h ----------------------------
 
 // ---- shared-memory tiles ----------------------------------------------------------------------
 

@@ -15,8 +15,8 @@
 #include <cmath>
 #include <cstdint>
 
-#include "cuda/forward_mma.h"
 #include "cuda/forward_params.h"
+#include "cuda/mma_sync.h"
 
 namespace ringpack::cuda {
 

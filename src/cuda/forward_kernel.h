@@ -23,10 +23,10 @@
 #include "cuda/cuda_check.h"
 #include "cuda/forward_epilogue.h"
 #include "cuda/forward_instances.h"
-#include "cuda/forward_mma.h"
 #include "cuda/forward_params.h"
 #include "cuda/forward_softmax.h"
 #include "cuda/kernel_traits.h"
+#include "cuda/mma_sync.h"
 
 namespace ringpack::cuda {
 

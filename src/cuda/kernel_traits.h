@@ -68,6 +68,8 @@ using ForwardTraitsFor = ForwardTraits<kHeadDim, forward_tile_config(kHeadDim).b
 // setmaxnreg moves them to 240 per consumer and 24 per producer thread (256 x 240 + 128 x 24 =
 // 384 x 168). Shared
 // memory (head_dim 128): Q 32 KB + 2 stages x (K, V) 32 KB = 160 KB, 128-byte swizzle (wgmma.h).
+constexpr ForwardTileConfig kForwardWgmmaTiles{128, 128, 12};  // 3 warpgroups
+
 template <int kHeadDim_, class Element_>
 struct ForwardWgmmaTraits {
   using Element = Element_;
@@ -86,8 +88,6 @@ struct ForwardWgmmaTraits {
   static constexpr int kKVElems = kBlockN * kHeadDim;
   static_assert(kHeadDim == 64 || kHeadDim == 128, "wgmma N for O is head_dim: 64 or 128");
 };
-
-constexpr ForwardTileConfig kForwardWgmmaTiles{128, 128, 12};
 
 // The head dims the wgmma main loop is built for; head_dim 256 (and GPUs before sm_90) use the
 // mma.sync loop.

@@ -57,8 +57,6 @@ __global__ void order_tiles_kernel(const int32_t* __restrict__ counts, int slots
   order[rank] = i;
 }
 
-}  // namespace
-
 void build_tile_lists(const TileRange* ranges_mine, const TileRange* ranges_others, int batch,
                       int num_mine, int num_others, bool lists_of_queries, const MaskSpec& mask,
                       int32_t* lists, int32_t* counts, cudaStream_t stream) {
@@ -78,6 +76,8 @@ void order_tiles_by_count(const int32_t* counts, int slots, int32_t* order, cuda
   RINGPACK_CHECK_LAUNCH();
 }
 
+}  // namespace
+
 TilePlan plan_tiles(const int32_t* segment_ids_mine, const int32_t* positions_mine, int seqlen_mine,
                     int tile_mine, const int32_t* segment_ids_others,
                     const int32_t* positions_others, int seqlen_others, int tile_others, int batch,
@@ -96,7 +96,7 @@ TilePlan plan_tiles(const int32_t* segment_ids_mine, const int32_t* positions_mi
   RINGPACK_CUDA_CHECK(cudaMallocAsync(
       reinterpret_cast<void**>(&scratch),
       ranges_mine_bytes + ranges_others_bytes + lists_bytes + 2 * counts_bytes, stream));
-  plan.scratch_ = scratch;
+  plan.scratch = scratch;
   plan.ranges_mine = reinterpret_cast<TileRange*>(scratch);
   plan.ranges_others = reinterpret_cast<TileRange*>(scratch + ranges_mine_bytes);
   plan.lists = reinterpret_cast<int32_t*>(scratch + ranges_mine_bytes + ranges_others_bytes);
@@ -114,8 +114,8 @@ TilePlan plan_tiles(const int32_t* segment_ids_mine, const int32_t* positions_mi
 }
 
 void TilePlan::release(cudaStream_t stream) {
-  if (scratch_ != nullptr) RINGPACK_CUDA_CHECK(cudaFreeAsync(scratch_, stream));
-  scratch_ = nullptr;
+  if (scratch != nullptr) RINGPACK_CUDA_CHECK(cudaFreeAsync(scratch, stream));
+  scratch = nullptr;
 }
 
 }  // namespace ringpack::cuda

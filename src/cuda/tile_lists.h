@@ -13,17 +13,6 @@
 
 namespace ringpack::cuda {
 
-// For tile i of row b on "my" side (slot = b * num_mine + i): lists[slot * num_others + j],
-// j < counts[slot], are the tiles of row b on the other side that are not skipped against it, in
-// increasing order, as (tile << 1) | partial. lists_of_queries: the other side is the query side
-// (the backward's key-tile CTAs) rather than the key side (the forward's query-tile CTAs).
-void build_tile_lists(const TileRange* ranges_mine, const TileRange* ranges_others, int batch,
-                      int num_mine, int num_others, bool lists_of_queries, const MaskSpec& mask,
-                      int32_t* lists, int32_t* counts, cudaStream_t stream);
-
-// order[rank] = slot, by descending counts (ties by slot): heaviest tiles launch first.
-void order_tiles_by_count(const int32_t* counts, int slots, int32_t* order, cudaStream_t stream);
-
 // One step's tile plan in one stream-ordered device allocation: tile ranges of both sides, then
 // per tile of "my" side the list of tiles of the other side that are not skipped, the list
 // lengths and the heaviest-first order of my tiles. Free with release(stream) once the kernels
@@ -36,16 +25,17 @@ struct TilePlan {
   int32_t* lists = nullptr;   // [batch * num_mine, num_others]
   int32_t* counts = nullptr;  // [batch * num_mine]
   int32_t* order = nullptr;   // [batch * num_mine]
+  void* scratch = nullptr;    // the one allocation all of the above live in
   void release(cudaStream_t stream);
-
- private:
-  friend TilePlan plan_tiles(const int32_t*, const int32_t*, int, int, const int32_t*,
-                             const int32_t*, int, int, int, bool, const MaskSpec&, cudaStream_t);
-  void* scratch_ = nullptr;
 };
 
 // Side "mine": seqlen_mine tokens per row in tiles of tile_mine (segment ids, positions:
-// [batch, seqlen] on the device); likewise the other side. lists_of_queries as above.
+// [batch, seqlen] on the device); likewise the other side. For tile i of row b on my side
+// (slot = b * num_mine + i), lists[slot * num_others + j], j < counts[slot], are the tiles of row
+// b on the other side that are not skipped against it, in increasing order, as
+// (tile << 1) | partial; order[rank] = slot by descending count (ties by slot).
+// lists_of_queries: the other side is the query side (the backward's key-tile CTAs) rather than
+// the key side (the forward's query-tile CTAs).
 TilePlan plan_tiles(const int32_t* segment_ids_mine, const int32_t* positions_mine, int seqlen_mine,
                     int tile_mine, const int32_t* segment_ids_others,
                     const int32_t* positions_others, int seqlen_others, int tile_others, int batch,

@@ -1,6 +1,6 @@
-// Warp-level building blocks of the forward kernel (device code only, sm_80+ instructions): the
-// m16n8k16 tensor-core MMA with fp32 accumulation and the XOR swizzle of shared-memory tiles;
-// cp.async and ldmatrix come from ptx.h.
+// Warp-level building blocks of the mma.sync kernels (device code only, sm_80+ instructions): the
+// m16n8k16 tensor-core MMA with fp32 accumulation, 16-bit pair packing, and the XOR swizzle of the
+// forward's shared-memory tiles; cp.async and ldmatrix come from ptx.h.
 //
 // Fragment layouts follow the PTX ISA ("Matrix fragments for mma.m16n8k16"): with g = lane / 4
 // and c = 2 * (lane % 4), a 16x8 fp32 accumulator holds (g, c), (g, c+1), (g+8, c), (g+8, c+1);
@@ -39,6 +39,9 @@ struct ElementOps<__nv_bfloat16> {
     const __nv_bfloat162 pair = __floats2bfloat162_rn(lo, hi);
     return *reinterpret_cast<const uint32_t*>(&pair);
   }
+  static __device__ __forceinline__ float2 unpack(uint32_t bits) {
+    return __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&bits));
+  }
   // d = a (16x16) * b (16x8) + d, fp32 accumulate.
   static __device__ __forceinline__ void mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
                                              uint32_t b1) {
@@ -55,6 +58,9 @@ struct ElementOps<__half> {
   static __device__ __forceinline__ uint32_t pack(float lo, float hi) {
     const __half2 pair = __floats2half2_rn(lo, hi);
     return *reinterpret_cast<const uint32_t*>(&pair);
+  }
+  static __device__ __forceinline__ float2 unpack(uint32_t bits) {
+    return __half22float2(*reinterpret_cast<const __half2*>(&bits));
   }
   static __device__ __forceinline__ void mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
                                              uint32_t b1) {
