@@ -113,4 +113,9 @@ std::unique_ptr<AttentionBackend> make_backend(BackendKind kind, const BackendOp
 // 1/sqrt(head_dim) when scale <= 0.
 float resolve_scale(float scale, int head_dim);
 
+// Throws ringpack::Error naming the value when a step's sizes or pointers are unusable: negative
+// sizes, num_heads_q not a multiple of num_heads_kv, head_dim < 1, a null tensor of a non-empty
+// step. `backend` names the backend in the message. Every backend calls it first.
+void check_attention_step(const AttentionStep& step, const std::string& backend);
+
 }  // namespace ringpack

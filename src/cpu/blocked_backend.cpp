@@ -352,7 +352,7 @@ class BlockedBackend final : public HostBackend {
   }
 
   void forward(const AttentionStep& step, const ForwardAccumulators& acc) override {
-    check_host_step(step, name());
+    check_attention_step(step, name());
     const BlockedStep st(step);
     const int64_t per_row = int64_t(st.dims.num_heads_q) * st.tiles_q;
     parallel_for(st.dims.batch * per_row, num_threads_, [&](int64_t item) {
@@ -364,7 +364,7 @@ class BlockedBackend final : public HostBackend {
 
   void backward(const AttentionStep& step, const BackwardInputs& in,
                 const BackwardAccumulators& acc) override {
-    check_host_step(step, name());
+    check_attention_step(step, name());
     const BlockedStep st(step);
     const BlockedGradInputs g{F32Tensor(in.dout, step.dtype, st.q_offset(st.dims.batch, 0, 0)),
                               transpose_keys(st.v.data(), st.dims, st.sk_padded), in.lse, in.delta};

@@ -28,8 +28,4 @@ class HostBackend : public AttentionBackend {
   void synchronize() override {}
 };
 
-// Throws ringpack::Error naming the value when a step's sizes or pointers are unusable: negative
-// sizes, num_heads_q not a multiple of num_heads_kv, head_dim < 1, a null tensor.
-void check_host_step(const AttentionStep& step, const std::string& backend);
-
 }  // namespace ringpack

@@ -52,7 +52,7 @@ class ReferenceBackend final : public HostBackend {
   }
 
   void forward(const AttentionStep& step, const ForwardAccumulators& acc) override {
-    check_host_step(step, name());
+    check_attention_step(step, name());
     const AttentionDims& d = step.dims;
     const WideStep wide(step);
     const ReferenceForward part = reference_forward(wide.problem);
@@ -72,7 +72,7 @@ class ReferenceBackend final : public HostBackend {
 
   void backward(const AttentionStep& step, const BackwardInputs& in,
                 const BackwardAccumulators& acc) override {
-    check_host_step(step, name());
+    check_attention_step(step, name());
     const AttentionDims& d = step.dims;
     const WideStep wide(step);
     const std::vector<double> dout = to_double(in.dout, step.dtype, q_elements(d));

@@ -21,16 +21,11 @@ constexpr float kLog2e = 1.4426950408889634f;
 BackwardParams make_backward_params(const AttentionStep& step, const BackwardInputs& in,
                                     const BackwardAccumulators& acc) {
   const AttentionDims& d = step.dims;
-  RINGPACK_CHECK(d.num_heads_kv > 0 && d.num_heads_q % d.num_heads_kv == 0,
-                 "num_heads_q = ", d.num_heads_q,
-                 " is not a multiple of num_heads_kv = ", d.num_heads_kv,
-                 "; use a GQA ratio that divides the query heads");
-  RINGPACK_CHECK(step.q && step.k && step.v && in.dout && in.lse && in.delta,
-                 "CUDA backward: q, k, v, dout, lse and delta must all be set");
+  check_attention_step(step, "cuda");
+  RINGPACK_CHECK(in.dout && in.lse && in.delta,
+                 "CUDA backward: dout, lse and delta must all be set");
   RINGPACK_CHECK(acc.dq && acc.dk && acc.dv,
                  "CUDA backward: dq, dk and dv accumulators must be set");
-  RINGPACK_CHECK(step.segment_ids_q && step.positions_q && step.segment_ids_k && step.positions_k,
-                 "CUDA backward: segment ids and positions of both sides must be set");
   BackwardParams p{};
   p.q = step.q;
   p.k = step.k;

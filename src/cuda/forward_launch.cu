@@ -67,12 +67,7 @@ void run_forward_impl(const AttentionStep& step, bool merge, void* out, float* l
                       float* lse_acc, cudaStream_t stream) {
   const AttentionDims& dims = step.dims;
   check_forward_supported(step.dtype, dims.head_dim);
-  RINGPACK_CHECK(dims.batch >= 0 && dims.seqlen_q >= 0 && dims.seqlen_k >= 0,
-                 "negative shape: batch ", dims.batch, ", seqlen_q ", dims.seqlen_q, ", seqlen_k ",
-                 dims.seqlen_k);
-  RINGPACK_CHECK(dims.num_heads_kv > 0 && dims.num_heads_q % dims.num_heads_kv == 0, "num_heads_q ",
-                 dims.num_heads_q, " is not a multiple of num_heads_kv ", dims.num_heads_kv,
-                 "; use a kv head count that divides the query heads");
+  check_attention_step(step, "cuda");
   if (dims.batch == 0 || dims.seqlen_q == 0 || dims.num_heads_q == 0) return;
 
   ForwardTensorMaps maps{};

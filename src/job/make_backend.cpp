@@ -1,5 +1,4 @@
 // The one place that maps a BackendKind to an implementation.
-#include <cmath>
 
 #include "cpu/blocked_backend.h"
 #include "cpu/reference_backend.h"
@@ -28,10 +27,6 @@ BackendKind parse_backend_kind(std::string_view name) {
   if (name == "cpu") return BackendKind::kCpu;
   if (name == "cuda") return BackendKind::kCuda;
   RINGPACK_FAIL("unknown backend '", name, "': use reference, cpu or cuda");
-}
-
-float resolve_scale(float scale, int head_dim) {
-  return scale > 0.0f ? scale : float(1.0 / std::sqrt(double(head_dim)));
 }
 
 std::unique_ptr<AttentionBackend> make_backend(BackendKind kind, const BackendOptions& options) {
