@@ -235,35 +235,39 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
     softmax_tile(s, row_max, row_sum, params.scale_log2, correction);  // O = 0: nothing to rescale
     pack_probs(p, s);
 
-    for (int it = 0; it < tile_count; ++it) {
+    for (int it = 0; it + 1 < tile_count; ++it) {
       const int stage = it % kStages;
       const int next = (it + 1) % kStages;
-      const bool has_next = it + 1 < tile_count;
       fence_accumulators(acc_o[0]);
-      if (has_next) {
-        mbarrier_wait(&smem.k_full[next], ((it + 1) / kStages) & 1);
-        wgmma_fence();
-        issue_scores(s, next);
-        wgmma_commit();
-      }
+      mbarrier_wait(&smem.k_full[next], ((it + 1) / kStages) & 1);
+      wgmma_fence();
+      issue_scores(s, next);
+      wgmma_commit();
       mbarrier_wait(&smem.v_full[stage], (it / kStages) & 1);
       wgmma_fence();
       issue_output(p, stage);
       wgmma_commit();
-      if (has_next) {
-        wgmma_wait<1>();  // S_{it+1} landed; P_it V_it may still run
-        fence_accumulators(s[0]);
-        mask_scores(s, tile_list[it + 1], next);
-        release(&smem.k_empty[next]);
-        softmax_tile(s, row_max, row_sum, params.scale_log2, correction);
-      }
+      wgmma_wait<1>();  // S_{it+1} landed; P_it V_it may still run
+      fence_accumulators(s[0]);
+      mask_scores(s, tile_list[it + 1], next);
+      release(&smem.k_empty[next]);
+      softmax_tile(s, row_max, row_sum, params.scale_log2, correction);
       wgmma_wait<0>();
       fence_accumulators(acc_o[0]);
       release(&smem.v_empty[stage]);
-      if (has_next) {
-        rescale_output(acc_o, correction);
-        pack_probs(p, s);
-      }
+      rescale_output(acc_o, correction);
+      pack_probs(p, s);
+    }
+    {
+      const int it = tile_count - 1;
+      const int stage = it % kStages;
+      mbarrier_wait(&smem.v_full[stage], (it / kStages) & 1);
+      wgmma_fence();
+      issue_output(p, stage);
+      wgmma_commit();
+      wgmma_wait<0>();
+      fence_accumulators(acc_o[0]);
+      release(&smem.v_empty[stage]);
     }
   }
 
