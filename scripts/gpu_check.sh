@@ -2,8 +2,9 @@
 # One call on a GPU machine: build (Ninja, -j16), GPU tests, compute-sanitizer on small cases,
 # and the benchmark with its peers; logs go to $OUT (or ./out), a short summary prints last.
 #
-#   scripts/gpu_check.sh [all|quick|tests|sanitize|bench] [extra gtest filter for tests]
-#     quick = tests + bench without peers and sanitizer (fast iteration on kernels)
+#   scripts/gpu_check.sh [all|quick|tests|sanitize|bench|profile] [extra gtest filter for tests]
+#     quick = tests + bench without peers and sanitizer (fast iteration on kernels);
+#     profile (or PROFILE=1 with any mode) = ncu of one forward and one backward launch
 #   env: OUT (log dir), COMMIT (named in the bench table), BUILD_DIR (default build-gpu),
 #        BENCH_WORKLOADS (default dense-16k,packed-16k,packed-64k), BENCH_REPS (default 30),
 #        BENCH_VARIANTS="A=1;B=2 C=3" also benches ours under each set of environment
@@ -94,6 +95,20 @@ if [[ "$MODE" == all || "$MODE" == bench || "$MODE" == quick ]]; then
       --no-backward --json "$OUT/bench.json" >"$OUT/bench.txt" 2>>"$OUT/bench.log"
   fi
   cat "$OUT/bench.txt" >>"$SUMMARY"
+fi
+
+# ---- ncu of one forward and one backward launch on packed-16k (PROFILE=1 or mode profile) ----
+if [[ "$MODE" == profile || "${PROFILE:-0}" == 1 ]]; then
+  NCU_SECTIONS=(--section SpeedOfLight --section WarpStateStats --section SchedulerStats
+    --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis
+    --metrics lts__t_requests_op_red.sum,lts__t_sectors_op_red.sum,lts__t_requests_op_atom.sum)
+  for kernel in forward_wgmma backward_wgmma; do
+    timeout 240 ncu --kernel-name "regex:$kernel" --launch-skip 1 --launch-count 1 "${NCU_SECTIONS[@]}" \
+      "$BUILD_DIR/ringpack" bench --workloads packed-16k --reps 1 --warmup 1 \
+      >"$OUT/ncu_$kernel.txt" 2>&1
+    note "ncu $kernel: exit $? ($(grep -E 'Duration|Compute \(SM\) Throughput' "$OUT/ncu_$kernel.txt" | \
+      tr -s ' ' | tr '\n' ';'))"
+  done
 fi
 
 echo "==== summary ===="

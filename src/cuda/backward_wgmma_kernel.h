@@ -1,5 +1,6 @@
 // The dK/dV/dQ backward kernel for Hopper (sm_90a): warp-specialised, TMA-fed, wgmma, head_dim
-// 128, atomic dQ. Device code; included only by src/cuda/instances/backward_wgmma_*.cu.
+// 128, dQ added in place (not deterministic). Device code; included only by
+// src/cuda/instances/backward_wgmma_*.cu.
 //
 // Math (DESIGN.md §2), per visible pair of query i and key j, with P = exp(scale s - lse_i):
 //   dV_j += P dO_i;  dP = <dO_i, V_j>;  dS = P (dP - delta_i);
@@ -17,7 +18,9 @@
 //   dV_w += P^T dO, dK_w += dS^T Q          (A from registers, dO and Q read MN-major)
 //   dS^T -> shared memory, both warpgroups meet at a named barrier, then
 //   dQ[:, 64 w, 64 w + 64) = dS K[:, 64 w ...) over all 128 keys (A = dS^T read MN-major),
-//   added to the fp32 dq accumulator with vector atomics.
+//   added to the fp32 dq accumulator: each warp stages its 16 query rows in shared memory and adds
+//   them with one bulk reduction per row (kBulkDq; whole L2 lines instead of 16 vector atomics
+//   per thread), or with vector atomics.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -31,6 +34,7 @@
 #include "cuda/cuda_check.h"
 #include "cuda/forward_params.h"
 #include "cuda/forward_softmax.h"
+#include "cuda/main_loop.h"
 #include "cuda/mma_sync.h"
 #include "cuda/tile_lists.h"
 #include "cuda/tma.h"
@@ -53,12 +57,15 @@ struct BackwardWgmmaSmem {
   int32_t segment_q[kStages][kBlockM];  // partial tiles: VisibleKeys of each query
   int32_t pos_lo[kStages][kBlockM];
   int32_t pos_hi[kStages][kBlockM];
+  // Each consumer warp's 16 rows of its dQ half (fp32), padded so the fragment stores of a
+  // half-warp hit 32 distinct banks; the source of the bulk reductions.
+  alignas(16) float dq[Traits::kNumConsumerThreads / 32][16][Traits::kDqStageStride];
   uint64_t kv_full;
   uint64_t q_full[kStages];
   uint64_t q_empty[kStages];
 };
 
-template <class Traits>
+template <class Traits, bool kBulkDq>
 __global__ void __launch_bounds__(Traits::kNumThreads, 1)
     backward_wgmma_kernel(const __grid_constant__ BackwardParams p,
                           const __grid_constant__ BackwardTensorMaps maps) {
@@ -316,17 +323,43 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
     __syncwarp();
     if (lane == 0) mbarrier_arrive(&smem.q_empty[stage]);  // Q, dO, row vectors done
 
+    // dq[query, head, 64 w ...) += scale dQ half: this warp's rows 16 (warp % 4) .. + 15.
+    const int warp_q0 = q0 + 16 * warp_in_group;
+    const auto dq_row = [&](int query) {
+      return p.dq + (int64_t(batch) * p.seqlen_q + query) * p.row_stride_q +
+             int64_t(head) * kHeadDim + warpgroup * kSwizzleCols;
+    };
+    if constexpr (kBulkDq) {
+      float(&staged)[16][Traits::kDqStageStride] = smem.dq[warp];
+      if (lane < 16) bulk_wait_group<0, true>();  // the previous step's rows have been read
+      __syncwarp();
 #pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      const int query = q0 + 16 * warp_in_group + quad_row + 8 * r;
-      if (query >= p.seqlen_q) continue;
-      float* dq_row = p.dq + (int64_t(batch) * p.seqlen_q + query) * p.row_stride_q +
-                      int64_t(head) * kHeadDim + warpgroup * kSwizzleCols + quad_col;
+      for (int r = 0; r < 2; ++r)
 #pragma unroll
-      for (int t = 0; t < kQTilesHalf; ++t)
-        atomicAdd(reinterpret_cast<float2*>(dq_row + 8 * t),
-                  make_float2(p.scale * dq[t][2 * r], p.scale * dq[t][2 * r + 1]));
+        for (int t = 0; t < kQTilesHalf; ++t)
+          *reinterpret_cast<float2*>(&staged[quad_row + 8 * r][8 * t + quad_col]) =
+              make_float2(p.scale * dq[t][2 * r], p.scale * dq[t][2 * r + 1]);
+      fence_proxy_async_shared();
+      __syncwarp();
+      if (lane < 16) {  // lane i adds row i
+        if (warp_q0 + lane < p.seqlen_q)
+          bulk_reduce_add(dq_row(warp_q0 + lane), staged[lane], kSwizzleCols * sizeof(float));
+        bulk_commit_group();
+      }
+    } else {
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const int query = warp_q0 + quad_row + 8 * r;
+        if (query >= p.seqlen_q) continue;
+#pragma unroll
+        for (int t = 0; t < kQTilesHalf; ++t)
+          atomicAdd(reinterpret_cast<float2*>(dq_row(query) + 8 * t + quad_col),
+                    make_float2(p.scale * dq[t][2 * r], p.scale * dq[t][2 * r + 1]));
+      }
     }
+  }
+  if constexpr (kBulkDq) {
+    if (lane < 16) bulk_wait_group<0, false>();  // shared memory stays until the adds are done
   }
 
   // dK += scale dK_tile, dV += dV_tile (fp32): atomics when several CTAs share the key tile.
@@ -368,7 +401,10 @@ void launch_backward_wgmma(BackwardParams params, const BackwardTensorMaps& maps
   params.tile_counts = plan.counts;
   params.tile_order = plan.order;
 
-  auto kernel = backward_wgmma_kernel<Traits>;
+  // Bulk dQ reductions need 16-byte aligned rows (each row segment is 256 bytes).
+  const bool bulk_dq = reinterpret_cast<uintptr_t>(params.dq) % 16 == 0 &&
+                       !env_flag("RINGPACK_BACKWARD_DQ_ATOMICS");
+  auto kernel = bulk_dq ? backward_wgmma_kernel<Traits, true> : backward_wgmma_kernel<Traits, false>;
   constexpr int kSmemBytes = int(sizeof(BackwardWgmmaSmem<Traits>));
   RINGPACK_CUDA_CHECK(
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));

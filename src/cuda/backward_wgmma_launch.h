@@ -15,7 +15,7 @@ namespace ringpack::cuda {
 // Tiles (head_dim 128 only): a CTA owns kBlockN = 128 keys, 64 per consumer warpgroup, whose dK
 // and dV (64 + 64 fp32 registers a thread) stay in registers; it walks query tiles of kBlockM =
 // 64 (S^T and dP^T: 32 + 32 registers; dQ half: 32). Shared memory: K, V 32 KB each, two stages
-// of Q and dO (16 KB each), two dS^T buffers (16 KB each): 160 KB. One CTA per SM, 384 threads:
+// of Q and dO (16 KB each), two dS^T buffers (16 KB each), the staged dQ rows (36 KB): 196 KB. One CTA per SM, 384 threads:
 // setmaxnreg gives 240 registers to each consumer and 24 to each producer thread.
 template <class Element_>
 struct BackwardWgmmaTraits {
@@ -31,6 +31,10 @@ struct BackwardWgmmaTraits {
   static constexpr int kKVElems = kBlockN * kHeadDim;
   static constexpr int kQElems = kBlockM * kHeadDim;
   static constexpr int kDsElems = kBlockN * kBlockM;
+  // Row stride (floats) of the staged dQ rows: 64 + 8, so rows g and g + 1 of a fragment store
+  // start 8 banks apart and a half-warp's float2 stores hit 32 distinct banks; 288 bytes keeps
+  // every row 16-byte aligned for the bulk reduction.
+  static constexpr int kDqStageStride = 72;
 };
 
 // CTAs per (key tile, kv head): backward_head_splits (one per query head, dK/dV added with
@@ -39,7 +43,8 @@ struct BackwardWgmmaTraits {
 int backward_wgmma_head_splits(int group_size);
 
 // params: every field of the step (make_backward_params); the tile fields are filled here.
-// dq is added with atomics (the deterministic mode uses the mma.sync kernels).
+// dq is added with bulk reductions (vector atomics if dq is not 16-byte aligned or
+// RINGPACK_BACKWARD_DQ_ATOMICS=1); the deterministic mode uses the mma.sync kernels.
 template <class Element>
 void launch_backward_wgmma(BackwardParams params, const BackwardTensorMaps& maps,
                            cudaStream_t stream);

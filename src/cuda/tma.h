@@ -72,6 +72,32 @@ __device__ __forceinline__ void tma_load_3d(void* smem, const CUtensorMap* map, 
       : "memory");
 }
 
+// Bulk reduction (PTX ISA "cp.reduce.async.bulk"): adds `bytes` (a multiple of 16; both addresses
+// 16-byte aligned) of fp32 from shared memory element-wise into global memory, asynchronously and
+// in whole L2 lines rather than one atomic per element. Tracked by the issuing thread's bulk
+// groups: commit, then wait before the shared source is written again.
+__device__ __forceinline__ void bulk_reduce_add(float* global, const float* smem, uint32_t bytes) {
+  asm volatile("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;\n" ::"l"(
+                   global),
+               "r"(shared_address(smem)), "r"(bytes)
+               : "memory");
+}
+
+// Closes the batch of bulk operations this thread issued since its last commit.
+__device__ __forceinline__ void bulk_commit_group() {
+  asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
+}
+
+// Waits until at most kPending of this thread's committed bulk batches still read their shared
+// sources (kReadOnly) or are still running at all.
+template <int kPending, bool kReadOnly>
+__device__ __forceinline__ void bulk_wait_group() {
+  if constexpr (kReadOnly)
+    asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(kPending) : "memory");
+  else
+    asm volatile("cp.async.bulk.wait_group %0;\n" ::"n"(kPending) : "memory");
+}
+
 // Synchronises `threads` threads (whole warps) on named barrier `id` (0 is __syncthreads').
 __device__ __forceinline__ void named_barrier_sync(int id, int threads) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");

@@ -441,6 +441,19 @@ TEST_F(CudaBackward, MmaSyncLoopMatchesReference) {
   }
 }
 
+// The Hopper backward adds dQ with bulk reductions by default; the vector-atomic path (dq not
+// 16-byte aligned, or forced for A/B benchmarks) must agree with the reference too.
+TEST_F(CudaBackward, VectorAtomicDqMatchesReference) {
+  const uint64_t seed = seed_from_test_name();
+  const ScopedEnv force("RINGPACK_BACKWARD_DQ_ATOMICS", "1");
+  const PackedBatch batch = batch_from_lengths({{700, 1, 300}, {1001}}, 1001);
+  BackwardSetup s;
+  s.head_dim = 128;
+  s.num_heads_q = 4;
+  s.num_heads_kv = 1;
+  check_backward(batch, s, seed, "long_documents");
+}
+
 TEST_F(CudaBackward, DeterministicModeIsCorrectAndBitIdentical) {
   const uint64_t seed = seed_from_test_name();
   const PackedBatch batch = random_packed_batch(2, 301, seed);
