@@ -402,9 +402,10 @@ void launch_backward_wgmma(BackwardParams params, const BackwardTensorMaps& maps
   params.tile_order = plan.order;
 
   // Bulk dQ reductions need 16-byte aligned rows (each row segment is 256 bytes).
-  const bool bulk_dq = reinterpret_cast<uintptr_t>(params.dq) % 16 == 0 &&
-                       !env_flag("RINGPACK_BACKWARD_DQ_ATOMICS");
-  auto kernel = bulk_dq ? backward_wgmma_kernel<Traits, true> : backward_wgmma_kernel<Traits, false>;
+  const bool bulk_dq =
+      reinterpret_cast<uintptr_t>(params.dq) % 16 == 0 && !env_flag("RINGPACK_BACKWARD_DQ_ATOMICS");
+  auto kernel =
+      bulk_dq ? backward_wgmma_kernel<Traits, true> : backward_wgmma_kernel<Traits, false>;
   constexpr int kSmemBytes = int(sizeof(BackwardWgmmaSmem<Traits>));
   RINGPACK_CUDA_CHECK(
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));

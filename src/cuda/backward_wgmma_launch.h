@@ -15,8 +15,9 @@ namespace ringpack::cuda {
 // Tiles (head_dim 128 only): a CTA owns kBlockN = 128 keys, 64 per consumer warpgroup, whose dK
 // and dV (64 + 64 fp32 registers a thread) stay in registers; it walks query tiles of kBlockM =
 // 64 (S^T and dP^T: 32 + 32 registers; dQ half: 32). Shared memory: K, V 32 KB each, two stages
-// of Q and dO (16 KB each), two dS^T buffers (16 KB each), the staged dQ rows (36 KB): 196 KB. One CTA per SM, 384 threads:
-// setmaxnreg gives 240 registers to each consumer and 24 to each producer thread.
+// of Q and dO (16 KB each), two dS^T buffers (16 KB each), the staged dQ rows (36 KB): 196 KB. One
+// CTA per SM, 384 threads: setmaxnreg gives 240 registers to each consumer and 24 to each producer
+// thread.
 template <class Element_>
 struct BackwardWgmmaTraits {
   using Element = Element_;

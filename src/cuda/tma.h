@@ -77,10 +77,10 @@ __device__ __forceinline__ void tma_load_3d(void* smem, const CUtensorMap* map, 
 // in whole L2 lines rather than one atomic per element. Tracked by the issuing thread's bulk
 // groups: commit, then wait before the shared source is written again.
 __device__ __forceinline__ void bulk_reduce_add(float* global, const float* smem, uint32_t bytes) {
-  asm volatile("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;\n" ::"l"(
-                   global),
-               "r"(shared_address(smem)), "r"(bytes)
-               : "memory");
+  asm volatile(
+      "cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;\n" ::"l"(global),
+      "r"(shared_address(smem)), "r"(bytes)
+      : "memory");
 }
 
 // Closes the batch of bulk operations this thread issued since its last commit.
