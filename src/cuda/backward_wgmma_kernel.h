@@ -65,20 +65,6 @@ struct BackwardWgmmaSmem {
   uint64_t q_empty[kStages];
 };
 
-// Accumulator tiles (64 x 8 n8 tiles, fp32) as 16-bit A fragments of k16 steps: n8 tiles 2 kk
-// and 2 kk + 1 are k16 step kk (rows g, g + 8; columns c, c + 8).
-template <class Ops, int kSteps>
-__device__ __forceinline__ void pack_a_fragments(uint32_t (&frag)[kSteps][4],
-                                                 const float (&acc)[2 * kSteps][4]) {
-#pragma unroll
-  for (int kk = 0; kk < kSteps; ++kk) {
-    frag[kk][0] = Ops::pack(acc[2 * kk][0], acc[2 * kk][1]);
-    frag[kk][1] = Ops::pack(acc[2 * kk][2], acc[2 * kk][3]);
-    frag[kk][2] = Ops::pack(acc[2 * kk + 1][0], acc[2 * kk + 1][1]);
-    frag[kk][3] = Ops::pack(acc[2 * kk + 1][2], acc[2 * kk + 1][3]);
-  }
-}
-
 template <class Traits, bool kBulkDq>
 __global__ void __launch_bounds__(Traits::kNumThreads, 1)
     backward_wgmma_kernel(const __grid_constant__ BackwardParams p,
@@ -227,38 +213,39 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
     const int q0 = (entry >> 1) * kBlockM;
     mbarrier_wait(&smem.q_full[stage], (it / kStages) & 1);
 
-    // S^T = K_w Q^T and dP^T = V_w dO^T: 64 keys x 64 queries each, fp32, in two batches so the
-    // exponentials of P^T run while dP^T is still on the tensor cores.
+    // S^T = K_w Q^T and dP^T = V_w dO^T: 64 keys x 64 queries each, fp32.
     float s[1][kSTiles][4];
     float dp[kSTiles][4];
     const uint64_t desc_q = smem_descriptor(smem.q[stage], kChunkBytes, kSwizzleAtomBytes);
     const uint64_t desc_do = smem_descriptor(smem.dout[stage], kChunkBytes, kSwizzleAtomBytes);
-    const auto issue_kv_times = [&](float(&acc)[kSTiles][4], uint64_t desc_rows, uint64_t desc_t) {
-#pragma unroll
-      for (int d = 0; d < kDSteps; ++d) {
-        const uint32_t in_block = (d % kStepsPerBlock) * kStepBytes;
-        MmaS::template ss<0>(
-            acc, advance_descriptor(desc_rows, (d / kStepsPerBlock) * kBlockBytesKV + in_block),
-            advance_descriptor(desc_t, (d / kStepsPerBlock) * kBlockBytesQ + in_block), d > 0);
-      }
-    };
     wgmma_fence();
-    issue_kv_times(s[0], desc_k_rows, desc_q);
+#pragma unroll
+    for (int d = 0; d < kDSteps; ++d) {
+      const uint32_t in_block = (d % kStepsPerBlock) * kStepBytes;
+      const uint32_t offset_kv = (d / kStepsPerBlock) * kBlockBytesKV + in_block;
+      const uint32_t offset_q = (d / kStepsPerBlock) * kBlockBytesQ + in_block;
+      MmaS::template ss<0>(s[0], advance_descriptor(desc_k_rows, offset_kv),
+                           advance_descriptor(desc_q, offset_q), d > 0);
+      MmaS::template ss<0>(dp, advance_descriptor(desc_v_rows, offset_kv),
+                           advance_descriptor(desc_do, offset_q), d > 0);
+    }
     wgmma_commit();
-    issue_kv_times(dp, desc_v_rows, desc_do);
-    wgmma_commit();
-    wgmma_wait<1>();  // S^T landed; dP^T may still run
+    wgmma_wait<0>();
     fence_accumulators(s[0]);
+    fence_accumulators(dp);
 
-    // P^T = 2^(s scale log2 e - lse log2 e), 0 where masked; packed as A fragments (k16 step kk
-    // = query columns 16 kk .. 16 kk + 15); s keeps P^T in fp32 for dS^T.
+    // P^T = 2^(s scale log2 e - lse log2 e) (0 where masked), dS^T = P^T (dP^T - delta); packed
+    // as A fragments (k16 step kk = query columns 16 kk .. 16 kk + 15).
     const bool partial = (entry & 1) != 0;
+    uint32_t p_frag[kQSteps][4];
+    uint32_t ds_frag[kQSteps][4];
 #pragma unroll
     for (int t = 0; t < kSTiles; ++t) {
 #pragma unroll
       for (int j = 0; j < 2; ++j) {
         const int col = 8 * t + quad_col + j;
         const float lse_log2 = smem.lse_log2[stage][col];
+        const float delta = smem.delta[stage][col];
         VisibleKeys keys{};
         if (partial)
           keys = VisibleKeys{smem.segment_q[stage][col], smem.pos_lo[stage][col],
@@ -268,44 +255,35 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
           float prob = fast_exp2(fmaf(s[0][t][2 * r + j], p.scale_log2, -lse_log2));
           if (partial && !keys.contains(key_segment[r], key_position[r])) prob = 0.0f;
           s[0][t][2 * r + j] = prob;
+          dp[t][2 * r + j] = prob * (dp[t][2 * r + j] - delta);
         }
       }
     }
-    uint32_t p_frag[kQSteps][4];
-    pack_a_fragments<Ops>(p_frag, s[0]);
+#pragma unroll
+    for (int kk = 0; kk < kQSteps; ++kk) {
+      p_frag[kk][0] = Ops::pack(s[0][2 * kk][0], s[0][2 * kk][1]);
+      p_frag[kk][1] = Ops::pack(s[0][2 * kk][2], s[0][2 * kk][3]);
+      p_frag[kk][2] = Ops::pack(s[0][2 * kk + 1][0], s[0][2 * kk + 1][1]);
+      p_frag[kk][3] = Ops::pack(s[0][2 * kk + 1][2], s[0][2 * kk + 1][3]);
+      ds_frag[kk][0] = Ops::pack(dp[2 * kk][0], dp[2 * kk][1]);
+      ds_frag[kk][1] = Ops::pack(dp[2 * kk][2], dp[2 * kk][3]);
+      ds_frag[kk][2] = Ops::pack(dp[2 * kk + 1][0], dp[2 * kk + 1][1]);
+      ds_frag[kk][3] = Ops::pack(dp[2 * kk + 1][2], dp[2 * kk + 1][3]);
+    }
 
-    // dV_w += P^T dO (B = dO read MN-major: query rows are the k16 steps) while dP^T finishes.
+    // dV_w += P^T dO and dK_w += dS^T Q: B = dO, Q read MN-major (query rows are the k16 steps).
     const uint64_t desc_do_mn = smem_descriptor(smem.dout[stage], kBlockBytesQ, kSwizzleAtomBytes);
     const uint64_t desc_q_mn = smem_descriptor(smem.q[stage], kBlockBytesQ, kSwizzleAtomBytes);
     fence_accumulators(acc_dv);
-    wgmma_fence();
-#pragma unroll
-    for (int kk = 0; kk < kQSteps; ++kk)
-      MmaKV::template rs<1>(acc_dv, p_frag[kk], advance_descriptor(desc_do_mn, kk * kRowStepBytes),
-                            true);
-    wgmma_commit();
-    wgmma_wait<1>();  // dP^T landed; dV may still run
-    fence_accumulators(dp);
-
-    // dS^T = P^T (dP^T - delta), then dK_w += dS^T Q (Q read MN-major).
-#pragma unroll
-    for (int t = 0; t < kSTiles; ++t) {
-#pragma unroll
-      for (int j = 0; j < 2; ++j) {
-        const float delta = smem.delta[stage][8 * t + quad_col + j];
-#pragma unroll
-        for (int r = 0; r < 2; ++r)
-          dp[t][2 * r + j] = s[0][t][2 * r + j] * (dp[t][2 * r + j] - delta);
-      }
-    }
-    uint32_t ds_frag[kQSteps][4];
-    pack_a_fragments<Ops>(ds_frag, dp);
     fence_accumulators(acc_dk);
     wgmma_fence();
 #pragma unroll
-    for (int kk = 0; kk < kQSteps; ++kk)
+    for (int kk = 0; kk < kQSteps; ++kk) {
+      MmaKV::template rs<1>(acc_dv, p_frag[kk], advance_descriptor(desc_do_mn, kk * kRowStepBytes),
+                            true);
       MmaKV::template rs<1>(acc_dk, ds_frag[kk], advance_descriptor(desc_q_mn, kk * kRowStepBytes),
                             true);
+    }
     wgmma_commit();
 
     // dS^T to shared memory (keys x queries, one 128-byte swizzled line per key), then both
