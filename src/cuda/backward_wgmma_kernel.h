@@ -18,9 +18,9 @@
 //   dV_w += P^T dO, dK_w += dS^T Q          (A from registers, dO and Q read MN-major)
 //   dS^T -> shared memory, both warpgroups meet at a named barrier, then
 //   dQ[:, 64 w, 64 w + 64) = dS K[:, 64 w ...) over all 128 keys (A = dS^T read MN-major),
-//   added to the fp32 dq accumulator: each warp stages its 16 query rows in shared memory and adds
-//   them with one bulk reduction per row (kBulkDq; whole L2 lines instead of 16 vector atomics
-//   per thread), or with vector atomics.
+//   added to the fp32 dq accumulator: each warp stages its 16 query rows in shared memory and
+//   adds them with one bulk reduction per row, issued while the next step's S^T and dP^T run
+//   (kBulkDq; whole L2 lines instead of 16 vector atomics per thread), or with vector atomics.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -205,6 +205,29 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
   const uint64_t desc_k_cols = advance_descriptor(
       smem_descriptor(smem.k, kBlockBytesKV, kSwizzleAtomBytes), warpgroup * kBlockBytesKV);
 
+  // dq rows of a query head, this warpgroup's 64 columns.
+  const auto dq_row = [&](int query, int head) {
+    return p.dq + (int64_t(batch) * p.seqlen_q + query) * p.row_stride_q +
+           int64_t(head) * kHeadDim + warpgroup * kSwizzleCols;
+  };
+  // Bulk dQ: each step stages its rows in smem.dq (right after its dQ MMAs); the reductions are
+  // issued during the next step's S^T and dP^T MMAs (or after the loop), off the critical path.
+  struct DqRows {
+    int query0;  // this warp's first staged query row
+    int head;
+  };
+  DqRows staged_rows{0, 0};
+  const auto add_staged_dq = [&] {
+    fence_proxy_async_shared();  // the staging stores, before the bulk engine reads them
+    __syncwarp();
+    if (lane < 16) {  // lane i adds row i
+      if (staged_rows.query0 + lane < p.seqlen_q)
+        bulk_reduce_add(dq_row(staged_rows.query0 + lane, staged_rows.head), smem.dq[warp][lane],
+                        kSwizzleCols * sizeof(float));
+      bulk_commit_group();
+    }
+  };
+
   mbarrier_wait(&smem.kv_full, 0);
   for (int it = 0; it < steps; ++it) {
     const int stage = it % kStages;
@@ -230,6 +253,9 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
                            advance_descriptor(desc_do, offset_q), d > 0);
     }
     wgmma_commit();
+    if constexpr (kBulkDq) {
+      if (it > 0) add_staged_dq();  // the previous step's dQ, while S^T and dP^T run
+    }
     wgmma_wait<0>();
     fence_accumulators(s[0]);
     fence_accumulators(dp);
@@ -324,11 +350,6 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
     if (lane == 0) mbarrier_arrive(&smem.q_empty[stage]);  // Q, dO, row vectors done
 
     // dq[query, head, 64 w ...) += scale dQ half: this warp's rows 16 (warp % 4) .. + 15.
-    const int warp_q0 = q0 + 16 * warp_in_group;
-    const auto dq_row = [&](int query) {
-      return p.dq + (int64_t(batch) * p.seqlen_q + query) * p.row_stride_q +
-             int64_t(head) * kHeadDim + warpgroup * kSwizzleCols;
-    };
     if constexpr (kBulkDq) {
       float(&staged)[16][Traits::kDqStageStride] = smem.dq[warp];
       if (lane < 16) bulk_wait_group<0, true>();  // the previous step's rows have been read
@@ -339,25 +360,20 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
         for (int t = 0; t < kQTilesHalf; ++t)
           *reinterpret_cast<float2*>(&staged[quad_row + 8 * r][8 * t + quad_col]) =
               make_float2(p.scale * dq[t][2 * r], p.scale * dq[t][2 * r + 1]);
-      fence_proxy_async_shared();
-      __syncwarp();
-      if (lane < 16) {  // lane i adds row i
-        if (warp_q0 + lane < p.seqlen_q)
-          bulk_reduce_add(dq_row(warp_q0 + lane), staged[lane], kSwizzleCols * sizeof(float));
-        bulk_commit_group();
-      }
+      staged_rows = DqRows{q0 + 16 * warp_in_group, head};  // added during the next S^T, dP^T
     } else {
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
-        const int query = warp_q0 + quad_row + 8 * r;
+        const int query = q0 + 16 * warp_in_group + quad_row + 8 * r;
         if (query >= p.seqlen_q) continue;
 #pragma unroll
         for (int t = 0; t < kQTilesHalf; ++t)
-          atomicAdd(reinterpret_cast<float2*>(dq_row(query) + 8 * t + quad_col),
+          atomicAdd(reinterpret_cast<float2*>(dq_row(query, head) + 8 * t + quad_col),
                     make_float2(p.scale * dq[t][2 * r], p.scale * dq[t][2 * r + 1]));
       }
     }
   }
+  if constexpr (kBulkDq) add_staged_dq();
   if constexpr (kBulkDq) {
     if (lane < 16) bulk_wait_group<0, false>();  // shared memory stays until the adds are done
   }
