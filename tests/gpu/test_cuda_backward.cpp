@@ -409,16 +409,19 @@ TEST_F(CudaBackward, NonCausalAndSlidingWindowMasks) {
   }
 }
 
+// Two rows of documents longer than many tiles, GQA 4:1.
+void check_long_documents(int head_dim, uint64_t seed) {
+  const PackedBatch batch = batch_from_lengths({{700, 1, 300}, {1001}}, 1001);
+  BackwardSetup s;
+  s.head_dim = head_dim;
+  s.num_heads_q = 4;
+  s.num_heads_kv = 1;
+  check_backward(batch, s, seed, "long_documents");
+}
+
 TEST_F(CudaBackward, LongDocumentAcrossManyTiles) {
   const uint64_t seed = seed_from_test_name();
-  const PackedBatch batch = batch_from_lengths({{700, 1, 300}, {1001}}, 1001);
-  for (int head_dim : {64, 128}) {
-    BackwardSetup s;
-    s.head_dim = head_dim;
-    s.num_heads_q = 4;
-    s.num_heads_kv = 1;
-    check_backward(batch, s, seed, "long_documents");
-  }
+  for (int head_dim : {64, 128}) check_long_documents(head_dim, seed);
 }
 
 // The portable mma.sync dK/dV kernel with atomic dQ, which sm_90 skips for head_dim 128 in
@@ -426,12 +429,7 @@ TEST_F(CudaBackward, LongDocumentAcrossManyTiles) {
 TEST_F(CudaBackward, MmaSyncLoopMatchesReference) {
   const uint64_t seed = seed_from_test_name();
   const ScopedEnv force("RINGPACK_BACKWARD_MMA_SYNC", "1");
-  const PackedBatch batch = batch_from_lengths({{700, 1, 300}, {1001}}, 1001);
-  BackwardSetup s;
-  s.head_dim = 128;
-  s.num_heads_q = 4;
-  s.num_heads_kv = 1;
-  check_backward(batch, s, seed, "long_documents");
+  check_long_documents(128, seed);
   for (const NamedLayout& layout : adversarial_layouts(196, 2)) {
     BackwardSetup setup;
     setup.head_dim = 128;
@@ -446,12 +444,7 @@ TEST_F(CudaBackward, MmaSyncLoopMatchesReference) {
 TEST_F(CudaBackward, VectorAtomicDqMatchesReference) {
   const uint64_t seed = seed_from_test_name();
   const ScopedEnv force("RINGPACK_BACKWARD_DQ_ATOMICS", "1");
-  const PackedBatch batch = batch_from_lengths({{700, 1, 300}, {1001}}, 1001);
-  BackwardSetup s;
-  s.head_dim = 128;
-  s.num_heads_q = 4;
-  s.num_heads_kv = 1;
-  check_backward(batch, s, seed, "long_documents");
+  check_long_documents(128, seed);
 }
 
 TEST_F(CudaBackward, DeterministicModeIsCorrectAndBitIdentical) {
