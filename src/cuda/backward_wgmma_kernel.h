@@ -373,8 +373,8 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
       }
     }
   }
-  if constexpr (kBulkDq) add_staged_dq();
   if constexpr (kBulkDq) {
+    add_staged_dq();                             // the last step's rows
     if (lane < 16) bulk_wait_group<0, false>();  // shared memory stays until the adds are done
   }
 

@@ -190,13 +190,18 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
           advance_descriptor(desc_k, (d / kStepsPerBlock) * kBlockBytesKV + in_block), d > 0);
     }
   };
-  // Issues O += P V for the V tile in `stage`: V rows 16 kk .. 16 kk + 15 are k16 step kk.
-  auto issue_output = [&](const uint32_t(&probs)[kNSteps][4], int stage) {
+  // Issues O += P V for listed tile `it` once its V has landed: V rows 16 kk .. 16 kk + 15 are
+  // k16 step kk.
+  auto issue_output = [&](const uint32_t(&probs)[kNSteps][4], int it) {
+    const int stage = it % kStages;
+    mbarrier_wait(&smem.v_full[stage], (it / kStages) & 1);
     const uint64_t desc_v = smem_descriptor(smem.v[stage], kBlockBytesKV, kSwizzleAtomBytes);
+    wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < kNSteps; ++kk)
       MmaO::template rs<1>(acc_o[0], probs[kk],
                            advance_descriptor(desc_v, kk * kWgmmaK * kSwizzleLineBytes), true);
+    wgmma_commit();
   };
   // Partial tiles: rule (1) per element on the scores of the key tile in `stage`.
   auto mask_scores = [&](float(&scores)[1][kSTiles][4], int entry, int stage) {
@@ -235,18 +240,16 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
     softmax_tile(s, row_max, row_sum, params.scale_log2, correction);  // O = 0: nothing to rescale
     pack_probs(p, s);
 
+    // The last tile is outside the loop so the body issues S_{it+1} unconditionally: a branch
+    // around that issue makes ptxas serialise the wgmma pipeline (docs/cuda_kernels.md).
     for (int it = 0; it + 1 < tile_count; ++it) {
-      const int stage = it % kStages;
       const int next = (it + 1) % kStages;
       fence_accumulators(acc_o[0]);
       mbarrier_wait(&smem.k_full[next], ((it + 1) / kStages) & 1);
       wgmma_fence();
       issue_scores(s, next);
       wgmma_commit();
-      mbarrier_wait(&smem.v_full[stage], (it / kStages) & 1);
-      wgmma_fence();
-      issue_output(p, stage);
-      wgmma_commit();
+      issue_output(p, it);
       wgmma_wait<1>();  // S_{it+1} landed; P_it V_it may still run
       fence_accumulators(s[0]);
       mask_scores(s, tile_list[it + 1], next);
@@ -254,21 +257,14 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
       softmax_tile(s, row_max, row_sum, params.scale_log2, correction);
       wgmma_wait<0>();
       fence_accumulators(acc_o[0]);
-      release(&smem.v_empty[stage]);
+      release(&smem.v_empty[it % kStages]);
       rescale_output(acc_o, correction);
       pack_probs(p, s);
     }
-    {
-      const int it = tile_count - 1;
-      const int stage = it % kStages;
-      mbarrier_wait(&smem.v_full[stage], (it / kStages) & 1);
-      wgmma_fence();
-      issue_output(p, stage);
-      wgmma_commit();
-      wgmma_wait<0>();
-      fence_accumulators(acc_o[0]);
-      release(&smem.v_empty[stage]);
-    }
+    issue_output(p, tile_count - 1);
+    wgmma_wait<0>();
+    fence_accumulators(acc_o[0]);
+    release(&smem.v_empty[(tile_count - 1) % kStages]);
   }
 
   // Direct: staged through Q's shared memory in the epilogue's own layout, so both warpgroups'
