@@ -70,6 +70,7 @@ struct BackwardTensorMaps {
   CUtensorMap k;
   CUtensorMap v;
   CUtensorMap dout;
+  CUtensorMap dq;  // fp32 accumulator, for the tensor reductions of DqAdd::kTiles
 };
 
 }  // namespace ringpack::cuda

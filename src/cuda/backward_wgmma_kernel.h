@@ -19,8 +19,10 @@
 //   dS^T -> shared memory, both warpgroups meet at a named barrier, then
 //   dQ[:, 64 w, 64 w + 64) = dS K[:, 64 w ...) over all 128 keys (A = dS^T read MN-major),
 //   added to the fp32 dq accumulator: each warp stages its 16 query rows in shared memory and
-//   adds them with one bulk reduction per row, issued while the next step's S^T and dP^T run
-//   (kBulkDq; whole L2 lines instead of 16 vector atomics per thread), or with vector atomics.
+//   adds them while the next step's S^T and dP^T run, by two tensor reductions of [16][32] boxes
+//   (DqAdd::kTiles, a TMA map of dq), by one bulk reduction per row (kRows), or with vector
+//   atomics from registers (kAtomics). kDkLast issues dK += dS^T Q after dQ, so the staging
+//   overlaps it.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -36,6 +38,7 @@
 #include "cuda/forward_softmax.h"
 #include "cuda/main_loop.h"
 #include "cuda/mma_sync.h"
+#include "cuda/tensor_map.h"
 #include "cuda/tile_lists.h"
 #include "cuda/tma.h"
 #include "cuda/wgmma.h"
@@ -57,15 +60,30 @@ struct BackwardWgmmaSmem {
   int32_t segment_q[kStages][kBlockM];  // partial tiles: VisibleKeys of each query
   int32_t pos_lo[kStages][kBlockM];
   int32_t pos_hi[kStages][kBlockM];
-  // Each consumer warp's 16 rows of its dQ half (fp32), padded so the fragment stores of a
-  // half-warp hit 32 distinct banks; the source of the bulk reductions.
-  alignas(16) float dq[Traits::kNumConsumerThreads / 32][16][Traits::kDqStageStride];
+  // Each consumer warp's 16 rows of its dQ half (fp32), the source of the bulk reductions:
+  // DqAdd::kRows at dq_rows_stage, DqAdd::kTiles at dq_tiles_stage.
+  alignas(1024) float dq[Traits::kDqStageFloats];
   uint64_t kv_full;
   uint64_t q_full[kStages];
   uint64_t q_empty[kStages];
 };
 
-template <class Traits, bool kBulkDq>
+// A consumer warp's staged dQ rows for DqAdd::kRows: [16][kDqStageStride] floats, rows padded so
+// the fragment stores of a half-warp hit 32 distinct banks and each row stays 16-byte aligned.
+template <class Traits>
+__device__ __forceinline__ float* dq_rows_stage(BackwardWgmmaSmem<Traits>& smem, int warp) {
+  return smem.dq + warp * 16 * Traits::kDqStageStride;
+}
+
+// ... for DqAdd::kTiles: two boxes of [16 rows][32 columns] (2 KB each, 1024-byte aligned) in the
+// 128-byte swizzle of the dq tensor map: 16-byte chunk c of row r at chunk c ^ (r mod 8). The
+// fragment stores of a half-warp then hit 32 distinct banks without padding.
+template <class Traits>
+__device__ __forceinline__ float* dq_tiles_stage(BackwardWgmmaSmem<Traits>& smem, int warp) {
+  return smem.dq + warp * 16 * 64;
+}
+
+template <class Traits, DqAdd kDq, bool kDkLast>
 __global__ void __launch_bounds__(Traits::kNumThreads, 1)
     backward_wgmma_kernel(const __grid_constant__ BackwardParams p,
                           const __grid_constant__ BackwardTensorMaps maps) {
@@ -210,8 +228,13 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
     return p.dq + (int64_t(batch) * p.seqlen_q + query) * p.row_stride_q +
            int64_t(head) * kHeadDim + warpgroup * kSwizzleCols;
   };
-  // Bulk dQ: each step stages its rows in smem.dq (right after its dQ MMAs); the reductions are
+  // Staged dQ: each step stages its rows in smem.dq (right after its dQ MMAs); the reductions are
   // issued during the next step's S^T and dP^T MMAs (or after the loop), off the critical path.
+  constexpr bool kStaged = kDq != DqAdd::kAtomics;
+  constexpr bool kTiles = kDq == DqAdd::kTiles;
+  constexpr int kBoxFloats = 16 * 32;  // one [16][32] box of the tiled staging
+  float* const dq_stage = kTiles ? dq_tiles_stage(smem, warp) : dq_rows_stage(smem, warp);
+  const bool dq_issuer = kTiles ? lane == 0 : lane < 16;  // kRows: lane i adds row i
   struct DqRows {
     int query0;  // this warp's first staged query row
     int head;
@@ -220,12 +243,18 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
   const auto add_staged_dq = [&] {
     fence_proxy_async_shared();  // the staging stores, before the bulk engine reads them
     __syncwarp();
-    if (lane < 16) {  // lane i adds row i
-      if (staged_rows.query0 + lane < p.seqlen_q)
-        bulk_reduce_add(dq_row(staged_rows.query0 + lane, staged_rows.head), smem.dq[warp][lane],
-                        kSwizzleCols * sizeof(float));
-      bulk_commit_group();
+    if (!dq_issuer) return;
+    if constexpr (kTiles) {
+#pragma unroll
+      for (int box = 0; box < 2; ++box)
+        tma_reduce_add_4d(&maps.dq, dq_stage + box * kBoxFloats,
+                          warpgroup * kSwizzleCols + 32 * box, staged_rows.head, staged_rows.query0,
+                          batch);
+    } else if (staged_rows.query0 + lane < p.seqlen_q) {
+      bulk_reduce_add(dq_row(staged_rows.query0 + lane, staged_rows.head),
+                      dq_stage + lane * Traits::kDqStageStride, kSwizzleCols * sizeof(float));
     }
+    bulk_commit_group();
   };
 
   mbarrier_wait(&smem.kv_full, 0);
@@ -253,7 +282,7 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
                            advance_descriptor(desc_do, offset_q), d > 0);
     }
     wgmma_commit();
-    if constexpr (kBulkDq) {
+    if constexpr (kStaged) {
       if (it > 0) add_staged_dq();  // the previous step's dQ, while S^T and dP^T run
     }
     wgmma_wait<0>();
@@ -303,13 +332,17 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
     fence_accumulators(acc_dv);
     fence_accumulators(acc_dk);
     wgmma_fence();
+    const auto issue_dk = [&] {
 #pragma unroll
-    for (int kk = 0; kk < kQSteps; ++kk) {
+      for (int kk = 0; kk < kQSteps; ++kk)
+        MmaKV::template rs<1>(acc_dk, ds_frag[kk],
+                              advance_descriptor(desc_q_mn, kk * kRowStepBytes), true);
+    };
+#pragma unroll
+    for (int kk = 0; kk < kQSteps; ++kk)
       MmaKV::template rs<1>(acc_dv, p_frag[kk], advance_descriptor(desc_do_mn, kk * kRowStepBytes),
                             true);
-      MmaKV::template rs<1>(acc_dk, ds_frag[kk], advance_descriptor(desc_q_mn, kk * kRowStepBytes),
-                            true);
-    }
+    if constexpr (!kDkLast) issue_dk();
     wgmma_commit();
 
     // dS^T to shared memory (keys x queries, one 128-byte swizzled line per key), then both
@@ -342,24 +375,40 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
       MmaS::template ss<1, 1>(dq, advance_descriptor(desc_ds, kk * kRowStepBytes),
                               advance_descriptor(desc_k_cols, kk * kRowStepBytes), kk > 0);
     wgmma_commit();
-    wgmma_wait<0>();
+    // kDkLast: dK += dS^T Q runs while dQ is staged (wgmma batches complete in order).
+    if constexpr (kDkLast) {
+      issue_dk();
+      wgmma_commit();
+      wgmma_wait<1>();
+    } else {
+      wgmma_wait<0>();
+    }
     fence_accumulators(acc_dv);
-    fence_accumulators(acc_dk);
     fence_accumulators(dq);
-    __syncwarp();
-    if (lane == 0) mbarrier_arrive(&smem.q_empty[stage]);  // Q, dO, row vectors done
+    const auto release_stage = [&] {
+      fence_accumulators(acc_dk);
+      __syncwarp();
+      if (lane == 0) mbarrier_arrive(&smem.q_empty[stage]);  // Q, dO, row vectors done
+    };
+    if constexpr (!kDkLast) release_stage();
 
     // dq[query, head, 64 w ...) += scale dQ half: this warp's rows 16 (warp % 4) .. + 15.
-    if constexpr (kBulkDq) {
-      float(&staged)[16][Traits::kDqStageStride] = smem.dq[warp];
-      if (lane < 16) bulk_wait_group<0, true>();  // the previous step's rows have been read
+    if constexpr (kStaged) {
+      if (dq_issuer) bulk_wait_group<0, true>();  // the previous step's rows have been read
       __syncwarp();
 #pragma unroll
-      for (int r = 0; r < 2; ++r)
+      for (int r = 0; r < 2; ++r) {
+        const int row = quad_row + 8 * r;
 #pragma unroll
-        for (int t = 0; t < kQTilesHalf; ++t)
-          *reinterpret_cast<float2*>(&staged[quad_row + 8 * r][8 * t + quad_col]) =
+        for (int t = 0; t < kQTilesHalf; ++t) {
+          const int offset = kTiles ? (t / 4) * kBoxFloats + row * 32 +
+                                          (((2 * (t % 4) + quad_col / 4) ^ quad_row) * 4) +
+                                          quad_col % 4
+                                    : row * Traits::kDqStageStride + 8 * t + quad_col;
+          *reinterpret_cast<float2*>(dq_stage + offset) =
               make_float2(p.scale * dq[t][2 * r], p.scale * dq[t][2 * r + 1]);
+        }
+      }
       staged_rows = DqRows{q0 + 16 * warp_in_group, head};  // added during the next S^T, dP^T
     } else {
 #pragma unroll
@@ -372,10 +421,14 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
                     make_float2(p.scale * dq[t][2 * r], p.scale * dq[t][2 * r + 1]));
       }
     }
+    if constexpr (kDkLast) {
+      wgmma_wait<0>();
+      release_stage();
+    }
   }
-  if constexpr (kBulkDq) {
+  if constexpr (kStaged) {
     add_staged_dq();                             // the last step's rows
-    if (lane < 16) bulk_wait_group<0, false>();  // shared memory stays until the adds are done
+    if (dq_issuer) bulk_wait_group<0, false>();  // shared memory stays until the adds are done
   }
 
   // dK += scale dK_tile, dV += dV_tile (fp32): atomics when several CTAs share the key tile.
@@ -417,16 +470,24 @@ void launch_backward_wgmma(BackwardParams params, const BackwardTensorMaps& maps
   params.tile_counts = plan.counts;
   params.tile_order = plan.order;
 
-  // Bulk dQ reductions need 16-byte aligned rows (each row segment is 256 bytes).
-  const bool bulk_dq =
-      reinterpret_cast<uintptr_t>(params.dq) % 16 == 0 && !env_flag("RINGPACK_BACKWARD_DQ_ATOMICS");
-  auto kernel =
-      bulk_dq ? backward_wgmma_kernel<Traits, true> : backward_wgmma_kernel<Traits, false>;
+  BackwardTensorMaps all_maps = maps;
+  const bool tile_map =
+      encode_dq_tile_map(&all_maps.dq, params.dq, params.batch, params.seqlen_q, params.num_heads_q,
+                         Traits::kHeadDim, params.row_stride_q, /*box_rows=*/16);
+  const DqAdd dq_add = choose_dq_add(tile_map, reinterpret_cast<uintptr_t>(params.dq) % 16 == 0);
+  const bool dk_last = env_flag("RINGPACK_BACKWARD_DK_LAST");
+  auto kernel = backward_wgmma_kernel<Traits, DqAdd::kAtomics, false>;
+  if (dq_add == DqAdd::kRows)
+    kernel = dk_last ? backward_wgmma_kernel<Traits, DqAdd::kRows, true>
+                     : backward_wgmma_kernel<Traits, DqAdd::kRows, false>;
+  if (dq_add == DqAdd::kTiles)
+    kernel = dk_last ? backward_wgmma_kernel<Traits, DqAdd::kTiles, true>
+                     : backward_wgmma_kernel<Traits, DqAdd::kTiles, false>;
   constexpr int kSmemBytes = int(sizeof(BackwardWgmmaSmem<Traits>));
   RINGPACK_CUDA_CHECK(
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
   const dim3 grid(params.batch * params.num_tiles_k, params.num_heads_kv * params.head_splits);
-  kernel<<<grid, Traits::kNumThreads, kSmemBytes, stream>>>(params, maps);
+  kernel<<<grid, Traits::kNumThreads, kSmemBytes, stream>>>(params, all_maps);
   RINGPACK_CHECK_LAUNCH();
   plan.release(stream);
 }

@@ -36,7 +36,19 @@ struct BackwardWgmmaTraits {
   // start 8 banks apart and a half-warp's float2 stores hit 32 distinct banks; 288 bytes keeps
   // every row 16-byte aligned for the bulk reduction.
   static constexpr int kDqStageStride = 72;
+  static constexpr int kDqStageFloats = kNumConsumerThreads / 32 * 16 * kDqStageStride;
 };
+
+// How the backward adds each step's dQ tile to the fp32 dq accumulator.
+enum class DqAdd {
+  kAtomics,  // float2 atomics from the accumulator registers (any 8-byte aligned dq)
+  kRows,     // rows staged in shared memory, one bulk reduction per 256-byte row (16-byte aligned)
+  kTiles,    // tiles staged in shared memory, two tensor reductions per warp (a TMA map of dq)
+};
+
+// The fastest mode the accumulator allows (tile_map: dq has a TMA map; rows_aligned: 16-byte
+// aligned), unless RINGPACK_BACKWARD_DQ names one (atomics, rows, tiles) for A/B benchmarks.
+DqAdd choose_dq_add(bool tile_map, bool rows_aligned);
 
 // CTAs per (key tile, kv head): backward_head_splits (one per query head, dK/dV added with
 // atomics), unless RINGPACK_BACKWARD_HEAD_SPLITS names a divisor of the group size (A/B
@@ -44,8 +56,7 @@ struct BackwardWgmmaTraits {
 int backward_wgmma_head_splits(int group_size);
 
 // params: every field of the step (make_backward_params); the tile fields are filled here.
-// dq is added with bulk reductions (vector atomics if dq is not 16-byte aligned or
-// RINGPACK_BACKWARD_DQ_ATOMICS=1); the deterministic mode uses the mma.sync kernels.
+// dq is added as choose_dq_add says; the deterministic mode uses the mma.sync kernels.
 template <class Element>
 void launch_backward_wgmma(BackwardParams params, const BackwardTensorMaps& maps,
                            cudaStream_t stream);

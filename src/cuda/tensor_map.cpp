@@ -53,4 +53,29 @@ bool encode_token_tile_map(CUtensorMap* map, const void* base, bool bf16, int64_
   return true;
 }
 
+bool encode_dq_tile_map(CUtensorMap* map, float* base, int batch, int seqlen, int num_heads,
+                        int head_dim, int64_t row_stride, int box_rows) {
+  constexpr uintptr_t kAlignment = 16;
+  constexpr int64_t kElementBytes = 4;
+  constexpr int kBoxCols = 32;  // 128 bytes: the widest box the 128-byte swizzle allows
+  const int64_t row_bytes = row_stride * kElementBytes;
+  if (reinterpret_cast<uintptr_t>(base) % kAlignment != 0 || row_bytes % int64_t(kAlignment) != 0 ||
+      batch <= 0 || seqlen <= 0)
+    return false;
+  const cuuint64_t dims[4] = {cuuint64_t(head_dim), cuuint64_t(num_heads), cuuint64_t(seqlen),
+                              cuuint64_t(batch)};
+  const cuuint64_t strides[3] = {cuuint64_t(head_dim * kElementBytes), cuuint64_t(row_bytes),
+                                 cuuint64_t(row_bytes * seqlen)};
+  const cuuint32_t box[4] = {kBoxCols, 1, cuuint32_t(box_rows), 1};
+  const cuuint32_t element_strides[4] = {1, 1, 1, 1};
+  const CUresult result =
+      encode_function()(map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 4, base, dims, strides, box,
+                        element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                        CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  RINGPACK_CHECK(result == CUDA_SUCCESS, "cuTensorMapEncodeTiled failed (CUresult ", int(result),
+                 ") for the fp32 dq accumulator [", batch, ", ", seqlen, ", ", num_heads, ", ",
+                 head_dim, "], row stride ", row_stride, ", box ", box_rows, " x 32");
+  return true;
+}
+
 }  // namespace ringpack::cuda

@@ -83,6 +83,19 @@ __device__ __forceinline__ void bulk_reduce_add(float* global, const float* smem
       : "memory");
 }
 
+// Tensor reduction (PTX ISA "cp.reduce.async.bulk.tensor", tile mode): adds the box at coordinates
+// (c0, c1, c2, c3) of a rank-4 fp32 tensor map element-wise from shared memory (laid out and
+// swizzled as the map says) into global memory; elements outside the tensor are dropped. Tracked
+// by the issuing thread's bulk groups like bulk_reduce_add.
+__device__ __forceinline__ void tma_reduce_add_4d(const CUtensorMap* map, const float* smem, int c0,
+                                                  int c1, int c2, int c3) {
+  asm volatile(
+      "cp.reduce.async.bulk.tensor.4d.global.shared::cta.add.tile.bulk_group [%0, {%1, %2, %3, "
+      "%4}], [%5];\n" ::"l"(reinterpret_cast<uint64_t>(map)),
+      "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(shared_address(smem))
+      : "memory");
+}
+
 // Closes the batch of bulk operations this thread issued since its last commit.
 __device__ __forceinline__ void bulk_commit_group() {
   asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");

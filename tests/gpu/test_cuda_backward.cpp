@@ -439,11 +439,17 @@ TEST_F(CudaBackward, MmaSyncLoopMatchesReference) {
   }
 }
 
-// The Hopper backward adds dQ with bulk reductions by default; the vector-atomic path (dq not
-// 16-byte aligned, or forced for A/B benchmarks) must agree with the reference too.
-TEST_F(CudaBackward, VectorAtomicDqMatchesReference) {
+// The Hopper backward adds dQ by tensor reductions of staged tiles by default; the other modes
+// (bulk reductions of staged rows, vector atomics: accumulators TMA cannot describe, or forced for
+// A/B benchmarks) must agree with the reference too, as must dK issued after dQ.
+TEST_F(CudaBackward, EveryDqModeMatchesReference) {
   const uint64_t seed = seed_from_test_name();
-  const ScopedEnv force("RINGPACK_BACKWARD_DQ_ATOMICS", "1");
+  for (const char* mode : {"rows", "atomics"}) {
+    SCOPED_TRACE(mode);
+    const ScopedEnv force("RINGPACK_BACKWARD_DQ", mode);
+    check_long_documents(128, seed);
+  }
+  const ScopedEnv dk_last("RINGPACK_BACKWARD_DK_LAST", "1");
   check_long_documents(128, seed);
 }
 
