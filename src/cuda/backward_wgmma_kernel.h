@@ -21,13 +21,13 @@
 //   added to the fp32 dq accumulator: each warp stages its 16 query rows in shared memory and
 //   adds them while the next step's S^T and dP^T run, by two tensor reductions of [16][32] boxes
 //   (DqAdd::kTiles, a TMA map of dq), by one bulk reduction per row (kRows), or with vector
-//   atomics from registers (kAtomics). kDkLast issues dK += dS^T Q after dQ, so the staging
-//   overlaps it.
+//   atomics from registers (kAtomics). With kTiles, dK and dV go out the same way at the end.
 #pragma once
 
 #include <cuda_runtime.h>
 
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 
 #include "cuda/backward_params.h"
@@ -55,11 +55,10 @@ struct BackwardWgmmaSmem {
   alignas(1024) Element q[kStages][Traits::kQElems];     // [2][kBlockM][64] each
   alignas(1024) Element dout[kStages][Traits::kQElems];  // [2][kBlockM][64] each
   alignas(1024) Element ds[2][Traits::kDsElems];         // dS^T [kBlockN keys][64 queries]
-  float lse_log2[kStages][kBlockM];  // lse * log2(e); +inf where nothing is visible (P = 0)
-  float delta[kStages][kBlockM];
-  int32_t segment_q[kStages][kBlockM];  // partial tiles: VisibleKeys of each query
-  int32_t pos_lo[kStages][kBlockM];
-  int32_t pos_hi[kStages][kBlockM];
+  // Per pair of queries (2 c, 2 c + 1): their lse * log2(e) (+inf where nothing is visible, so
+  // P = 0) and delta, {lse_2c, lse_2c+1, delta_2c, delta_2c+1}: one 16-byte load per n8 tile.
+  float4 row_terms[kStages][kBlockM / 2];
+  int4 visible[kStages][kBlockM];  // partial tiles: VisibleKeys {segment, pos_lo, pos_hi, -}
   // Each consumer warp's 16 rows of its dQ half (fp32), the source of the bulk reductions:
   // DqAdd::kRows at dq_rows_stage, DqAdd::kTiles at dq_tiles_stage.
   alignas(1024) float dq[Traits::kDqStageFloats];
@@ -83,7 +82,16 @@ __device__ __forceinline__ float* dq_tiles_stage(BackwardWgmmaSmem<Traits>& smem
   return smem.dq + warp * 16 * 64;
 }
 
-template <class Traits, DqAdd kDq, bool kDkLast>
+// Offset (floats) of a consumer's fragment pair (row, 8 t + quad_col), row < 16, in [16][32]-float
+// boxes with the 128-byte swizzle of the fp32 tensor maps: box t / 4, 16-byte chunk c of row r at
+// chunk c ^ (r mod 8). The float2 stores of a half-warp then hit 32 distinct banks.
+__device__ __forceinline__ int swizzled_box_offset(int row, int t, int quad_col) {
+  constexpr int kBoxFloats = 16 * 32;
+  return (t / 4) * kBoxFloats + row * 32 + (((2 * (t % 4) + quad_col / 4) ^ (row % 8)) * 4) +
+         quad_col % 4;
+}
+
+template <class Traits, DqAdd kDq>
 __global__ void __launch_bounds__(Traits::kNumThreads, 1)
     backward_wgmma_kernel(const __grid_constant__ BackwardParams p,
                           const __grid_constant__ BackwardTensorMaps maps) {
@@ -114,11 +122,16 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   Smem& smem = *reinterpret_cast<Smem*>(smem_raw);
 
-  const int slot = p.tile_order[blockIdx.x];  // heaviest key tiles launch first
+  // CTA i: the key tile of rank r in tile_order, for (kv head, head split) lane l.
+  const int lanes = p.num_heads_kv * p.head_splits;
+  const int slots = p.batch * p.num_tiles_k;
+  const int rank = p.slot_major ? blockIdx.x / lanes : blockIdx.x % slots;
+  const int lane_id = p.slot_major ? blockIdx.x % lanes : blockIdx.x / slots;
+  const int slot = p.tile_order != nullptr ? p.tile_order[rank] : rank;
   const int batch = slot / p.num_tiles_k;
   const int n0 = (slot % p.num_tiles_k) * kBlockN;
-  const int h_kv = blockIdx.y / p.head_splits;
-  const int split = blockIdx.y % p.head_splits;
+  const int h_kv = lane_id / p.head_splits;
+  const int split = lane_id % p.head_splits;
   const int heads_per_cta = p.group_size / p.head_splits;
   const int head0 = h_kv * p.group_size + split * heads_per_cta;
   const int32_t* tile_list = p.tile_lists + int64_t(slot) * p.num_tiles_q;
@@ -174,15 +187,14 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
         const int row = q0 + i;
         const bool in_range = row < p.seqlen_q;
         const float lse = in_range ? p.lse[vec0 + row] : -INFINITY;
-        smem.lse_log2[stage][i] = lse == -INFINITY ? INFINITY : lse * kLog2e;
-        smem.delta[stage][i] = in_range ? p.delta[vec0 + row] : 0.0f;
+        float* terms = &smem.row_terms[stage][i / 2].x;
+        terms[i % 2] = lse == -INFINITY ? INFINITY : lse * kLog2e;
+        terms[2 + i % 2] = in_range ? p.delta[vec0 + row] : 0.0f;
         if (entry & 1) {
           const int64_t token = q_row0 + i;
           const VisibleKeys keys = visible_keys(in_range ? p.segment_ids_q[token] : 0,
                                                 in_range ? p.positions_q[token] : 0, p.mask);
-          smem.segment_q[stage][i] = keys.segment;
-          smem.pos_lo[stage][i] = keys.pos_lo;
-          smem.pos_hi[stage][i] = keys.pos_hi;
+          smem.visible[stage][i] = make_int4(keys.segment, keys.pos_lo, keys.pos_hi, 0);
         }
       }
       mbarrier_arrive(&smem.q_full[stage]);  // after this lane's row vectors are written
@@ -296,15 +308,17 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
     uint32_t ds_frag[kQSteps][4];
 #pragma unroll
     for (int t = 0; t < kSTiles; ++t) {
+      const float4 terms = smem.row_terms[stage][(8 * t + quad_col) / 2];
 #pragma unroll
       for (int j = 0; j < 2; ++j) {
         const int col = 8 * t + quad_col + j;
-        const float lse_log2 = smem.lse_log2[stage][col];
-        const float delta = smem.delta[stage][col];
+        const float lse_log2 = j == 0 ? terms.x : terms.y;
+        const float delta = j == 0 ? terms.z : terms.w;
         VisibleKeys keys{};
-        if (partial)
-          keys = VisibleKeys{smem.segment_q[stage][col], smem.pos_lo[stage][col],
-                             smem.pos_hi[stage][col]};
+        if (partial) {
+          const int4 visible = smem.visible[stage][col];
+          keys = VisibleKeys{visible.x, visible.y, visible.z};
+        }
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
           float prob = fast_exp2(fmaf(s[0][t][2 * r + j], p.scale_log2, -lse_log2));
@@ -332,34 +346,28 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
     fence_accumulators(acc_dv);
     fence_accumulators(acc_dk);
     wgmma_fence();
-    const auto issue_dk = [&] {
 #pragma unroll
-      for (int kk = 0; kk < kQSteps; ++kk)
-        MmaKV::template rs<1>(acc_dk, ds_frag[kk],
-                              advance_descriptor(desc_q_mn, kk * kRowStepBytes), true);
-    };
-#pragma unroll
-    for (int kk = 0; kk < kQSteps; ++kk)
+    for (int kk = 0; kk < kQSteps; ++kk) {
       MmaKV::template rs<1>(acc_dv, p_frag[kk], advance_descriptor(desc_do_mn, kk * kRowStepBytes),
                             true);
-    if constexpr (!kDkLast) issue_dk();
+      MmaKV::template rs<1>(acc_dk, ds_frag[kk], advance_descriptor(desc_q_mn, kk * kRowStepBytes),
+                            true);
+    }
     wgmma_commit();
 
     // dS^T to shared memory (keys x queries, one 128-byte swizzled line per key), then both
     // warpgroups' halves are in place for dQ. Two buffers: the barrier of step it + 1 is only
     // passed once both warpgroups have finished step it's dQ.
+    // stmatrix: ds_frag[kk][2 half + r] is the 8 x 8 matrix of keys + 8 r, query chunk 2 kk + half;
+    // lane i addresses row i % 8 of matrix i / 8.
     Element* ds_tile = smem.ds[it & 1];
+    {
+      const int matrix = lane / 8;
+      const int key = key_row0 + lane % 8 + 8 * (matrix % 2);
 #pragma unroll
-    for (int kk = 0; kk < kQSteps; ++kk) {
-#pragma unroll
-      for (int half = 0; half < 2; ++half) {  // n8 tile 2 kk + half: query chunk 2 kk + half
-        const int chunk = 2 * kk + half;
-#pragma unroll
-        for (int r = 0; r < 2; ++r) {
-          const int key = key_row0 + quad_row + 8 * r;
-          const int offset = key * kSwizzleCols + ((chunk ^ (key % 8)) * kChunkElems) + quad_col;
-          *reinterpret_cast<uint32_t*>(ds_tile + offset) = ds_frag[kk][2 * half + r];
-        }
+      for (int kk = 0; kk < kQSteps; ++kk) {
+        const int chunk = 2 * kk + matrix / 2;
+        stmatrix_x4(ds_frag[kk], ds_tile + key * kSwizzleCols + (chunk ^ (key % 8)) * kChunkElems);
       }
     }
     fence_proxy_async_shared();
@@ -375,22 +383,12 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
       MmaS::template ss<1, 1>(dq, advance_descriptor(desc_ds, kk * kRowStepBytes),
                               advance_descriptor(desc_k_cols, kk * kRowStepBytes), kk > 0);
     wgmma_commit();
-    // kDkLast: dK += dS^T Q runs while dQ is staged (wgmma batches complete in order).
-    if constexpr (kDkLast) {
-      issue_dk();
-      wgmma_commit();
-      wgmma_wait<1>();
-    } else {
-      wgmma_wait<0>();
-    }
+    wgmma_wait<0>();
     fence_accumulators(acc_dv);
+    fence_accumulators(acc_dk);
     fence_accumulators(dq);
-    const auto release_stage = [&] {
-      fence_accumulators(acc_dk);
-      __syncwarp();
-      if (lane == 0) mbarrier_arrive(&smem.q_empty[stage]);  // Q, dO, row vectors done
-    };
-    if constexpr (!kDkLast) release_stage();
+    __syncwarp();
+    if (lane == 0) mbarrier_arrive(&smem.q_empty[stage]);  // Q, dO, row vectors done
 
     // dq[query, head, 64 w ...) += scale dQ half: this warp's rows 16 (warp % 4) .. + 15.
     if constexpr (kStaged) {
@@ -401,9 +399,7 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
         const int row = quad_row + 8 * r;
 #pragma unroll
         for (int t = 0; t < kQTilesHalf; ++t) {
-          const int offset = kTiles ? (t / 4) * kBoxFloats + row * 32 +
-                                          (((2 * (t % 4) + quad_col / 4) ^ quad_row) * 4) +
-                                          quad_col % 4
+          const int offset = kTiles ? swizzled_box_offset(row, t, quad_col)
                                     : row * Traits::kDqStageStride + 8 * t + quad_col;
           *reinterpret_cast<float2*>(dq_stage + offset) =
               make_float2(p.scale * dq[t][2 * r], p.scale * dq[t][2 * r + 1]);
@@ -421,32 +417,64 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
                     make_float2(p.scale * dq[t][2 * r], p.scale * dq[t][2 * r + 1]));
       }
     }
-    if constexpr (kDkLast) {
-      wgmma_wait<0>();
-      release_stage();
+  }
+  if constexpr (kStaged) add_staged_dq();  // the last step's rows
+
+  if constexpr (kTiles) {
+    // dK += scale dK_tile, dV += dV_tile: this warp's 16 keys staged in the K / V tiles and the
+    // Q / dO stages (free once both warpgroups are past their last MMAs), added by 4 + 4 tensor
+    // reductions of [16][32] boxes.
+    static_assert(offsetof(Smem, v) == offsetof(Smem, k) + sizeof(Smem::k) &&
+                  offsetof(Smem, dout) == offsetof(Smem, q) + sizeof(Smem::q) &&
+                  sizeof(Smem::k) + sizeof(Smem::v) >= kConsumerWarps * 16 * kHeadDim * 4 &&
+                  sizeof(Smem::q) + sizeof(Smem::dout) >= kConsumerWarps * 16 * kHeadDim * 4);
+    named_barrier_sync(1, Traits::kNumConsumerThreads);
+    float* const dk_stage = reinterpret_cast<float*>(smem.k) + warp * 16 * kHeadDim;
+    float* const dv_stage = reinterpret_cast<float*>(&smem.q[0][0]) + warp * 16 * kHeadDim;
+#pragma unroll
+    for (int r = 0; r < 2; ++r)
+#pragma unroll
+      for (int t = 0; t < kHTiles; ++t) {
+        const int offset = swizzled_box_offset(quad_row + 8 * r, t, quad_col);
+        *reinterpret_cast<float2*>(dk_stage + offset) =
+            make_float2(p.scale * acc_dk[t][2 * r], p.scale * acc_dk[t][2 * r + 1]);
+        *reinterpret_cast<float2*>(dv_stage + offset) =
+            make_float2(acc_dv[t][2 * r], acc_dv[t][2 * r + 1]);
+      }
+    fence_proxy_async_shared();
+    __syncwarp();
+    if (lane == 0) {
+#pragma unroll
+      for (int box = 0; box < kHeadDim / 32; ++box) {
+        tma_reduce_add_4d(&maps.dk, dk_stage + box * kBoxFloats, 32 * box, h_kv, n0 + key_row0,
+                          batch);
+        tma_reduce_add_4d(&maps.dv, dv_stage + box * kBoxFloats, 32 * box, h_kv, n0 + key_row0,
+                          batch);
+      }
+      bulk_commit_group();
     }
   }
   if constexpr (kStaged) {
-    add_staged_dq();                             // the last step's rows
     if (dq_issuer) bulk_wait_group<0, false>();  // shared memory stays until the adds are done
   }
-
-  // dK += scale dK_tile, dV += dV_tile (fp32): atomics when several CTAs share the key tile.
+  if constexpr (!kTiles) {
+    // dK += scale dK_tile, dV += dV_tile (fp32): atomics when several CTAs share the key tile.
 #pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    const int key = n0 + key_row0 + quad_row + 8 * r;
-    if (key >= p.seqlen_k) continue;
-    const int64_t row_offset =
-        (int64_t(batch) * p.seqlen_k + key) * p.row_stride_k + int64_t(h_kv) * kHeadDim + quad_col;
+    for (int r = 0; r < 2; ++r) {
+      const int key = n0 + key_row0 + quad_row + 8 * r;
+      if (key >= p.seqlen_k) continue;
+      const int64_t row_offset = (int64_t(batch) * p.seqlen_k + key) * p.row_stride_k +
+                                 int64_t(h_kv) * kHeadDim + quad_col;
 #pragma unroll
-    for (int t = 0; t < kHTiles; ++t) {
-      float2* dk = reinterpret_cast<float2*>(p.dk + row_offset + 8 * t);
-      float2* dv = reinterpret_cast<float2*>(p.dv + row_offset + 8 * t);
-      const float2 dk_add = make_float2(__fmul_rn(p.scale, acc_dk[t][2 * r]),
-                                        __fmul_rn(p.scale, acc_dk[t][2 * r + 1]));
-      const float2 dv_add = make_float2(acc_dv[t][2 * r], acc_dv[t][2 * r + 1]);
-      bwd::add_pair(dk, dk_add, p.head_splits > 1);
-      bwd::add_pair(dv, dv_add, p.head_splits > 1);
+      for (int t = 0; t < kHTiles; ++t) {
+        float2* dk = reinterpret_cast<float2*>(p.dk + row_offset + 8 * t);
+        float2* dv = reinterpret_cast<float2*>(p.dv + row_offset + 8 * t);
+        const float2 dk_add = make_float2(__fmul_rn(p.scale, acc_dk[t][2 * r]),
+                                          __fmul_rn(p.scale, acc_dk[t][2 * r + 1]));
+        const float2 dv_add = make_float2(acc_dv[t][2 * r], acc_dv[t][2 * r + 1]);
+        bwd::add_pair(dk, dk_add, p.head_splits > 1);
+        bwd::add_pair(dv, dv_add, p.head_splits > 1);
+      }
     }
   }
 #else
@@ -468,25 +496,26 @@ void launch_backward_wgmma(BackwardParams params, const BackwardTensorMaps& maps
   params.num_tiles_q = plan.num_others;
   params.tile_lists = plan.lists;
   params.tile_counts = plan.counts;
-  params.tile_order = plan.order;
+  params.tile_order = env_flag("RINGPACK_BACKWARD_ROW_ORDER") ? nullptr : plan.order;
+  params.slot_major = env_flag("RINGPACK_BACKWARD_SLOT_MAJOR");
 
   BackwardTensorMaps all_maps = maps;
+  constexpr int kBoxRows = 16;  // one consumer warp's rows
   const bool tile_map =
-      encode_dq_tile_map(&all_maps.dq, params.dq, params.batch, params.seqlen_q, params.num_heads_q,
-                         Traits::kHeadDim, params.row_stride_q, /*box_rows=*/16);
+      encode_fp32_tile_map(&all_maps.dq, params.dq, params.batch, params.seqlen_q,
+                           params.num_heads_q, Traits::kHeadDim, params.row_stride_q, kBoxRows) &&
+      encode_fp32_tile_map(&all_maps.dk, params.dk, params.batch, params.seqlen_k,
+                           params.num_heads_kv, Traits::kHeadDim, params.row_stride_k, kBoxRows) &&
+      encode_fp32_tile_map(&all_maps.dv, params.dv, params.batch, params.seqlen_k,
+                           params.num_heads_kv, Traits::kHeadDim, params.row_stride_k, kBoxRows);
   const DqAdd dq_add = choose_dq_add(tile_map, reinterpret_cast<uintptr_t>(params.dq) % 16 == 0);
-  const bool dk_last = env_flag("RINGPACK_BACKWARD_DK_LAST");
-  auto kernel = backward_wgmma_kernel<Traits, DqAdd::kAtomics, false>;
-  if (dq_add == DqAdd::kRows)
-    kernel = dk_last ? backward_wgmma_kernel<Traits, DqAdd::kRows, true>
-                     : backward_wgmma_kernel<Traits, DqAdd::kRows, false>;
-  if (dq_add == DqAdd::kTiles)
-    kernel = dk_last ? backward_wgmma_kernel<Traits, DqAdd::kTiles, true>
-                     : backward_wgmma_kernel<Traits, DqAdd::kTiles, false>;
+  auto kernel = dq_add == DqAdd::kTiles  ? backward_wgmma_kernel<Traits, DqAdd::kTiles>
+                : dq_add == DqAdd::kRows ? backward_wgmma_kernel<Traits, DqAdd::kRows>
+                                         : backward_wgmma_kernel<Traits, DqAdd::kAtomics>;
   constexpr int kSmemBytes = int(sizeof(BackwardWgmmaSmem<Traits>));
   RINGPACK_CUDA_CHECK(
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
-  const dim3 grid(params.batch * params.num_tiles_k, params.num_heads_kv * params.head_splits);
+  const dim3 grid(params.batch * params.num_tiles_k * params.num_heads_kv * params.head_splits);
   kernel<<<grid, Traits::kNumThreads, kSmemBytes, stream>>>(params, all_maps);
   RINGPACK_CHECK_LAUNCH();
   plan.release(stream);

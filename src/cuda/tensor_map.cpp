@@ -53,8 +53,8 @@ bool encode_token_tile_map(CUtensorMap* map, const void* base, bool bf16, int64_
   return true;
 }
 
-bool encode_dq_tile_map(CUtensorMap* map, float* base, int batch, int seqlen, int num_heads,
-                        int head_dim, int64_t row_stride, int box_rows) {
+bool encode_fp32_tile_map(CUtensorMap* map, float* base, int batch, int seqlen, int num_heads,
+                          int head_dim, int64_t row_stride, int box_rows) {
   constexpr uintptr_t kAlignment = 16;
   constexpr int64_t kElementBytes = 4;
   constexpr int kBoxCols = 32;  // 128 bytes: the widest box the 128-byte swizzle allows

@@ -22,7 +22,7 @@ bool encode_token_tile_map(CUtensorMap* map, const void* base, bool bf16, int64_
 // columns (128 bytes) with the 128-byte swizzle: the target of the backward's tensor reductions;
 // rows past seqlen are dropped. Returns false when the accumulator cannot be described (base not
 // 16-byte aligned, row stride not a multiple of 16 bytes); throws when the driver refuses.
-bool encode_dq_tile_map(CUtensorMap* map, float* base, int batch, int seqlen, int num_heads,
-                        int head_dim, int64_t row_stride, int box_rows);
+bool encode_fp32_tile_map(CUtensorMap* map, float* base, int batch, int seqlen, int num_heads,
+                          int head_dim, int64_t row_stride, int box_rows);
 
 }  // namespace ringpack::cuda

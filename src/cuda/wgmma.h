@@ -67,6 +67,16 @@ __device__ __forceinline__ void fence_proxy_async_shared() {
 
 // Keeps the compiler from moving reads or writes of accumulator registers across an
 // asynchronous wgmma (it cannot see that the hardware writes them later).
+// stmatrix: stores four 8x8 16-bit matrices whose registers are in the accumulator / A-fragment
+// layout (thread t holds row t / 4, columns 2 (t % 4) .. + 1 of matrix j in r[j]); lane i supplies
+// the address of row i % 8 of matrix i / 8.
+__device__ __forceinline__ void stmatrix_x4(const uint32_t (&r)[4], void* smem) {
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(
+                   shared_address(smem)),
+               "r"(r[0]), "r"(r[1]), "r"(r[2]), "r"(r[3])
+               : "memory");
+}
+
 template <int kTiles>
 __device__ __forceinline__ void fence_accumulators(float (&d)[kTiles][4]) {
 #pragma unroll
