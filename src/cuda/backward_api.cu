@@ -5,7 +5,6 @@
 #include <cuda_fp16.h>
 
 #include <cstdlib>
-#include <string_view>
 
 #include "cuda/backward_api.h"
 #include "cuda/backward_launch.h"
@@ -82,19 +81,6 @@ int backward_wgmma_head_splits(int group_size) {
     return splits;
   }
   return backward_head_splits(group_size, /*deterministic=*/false);
-}
-
-DqAdd choose_dq_add(bool tile_map, bool rows_aligned) {
-  const char* value = std::getenv("RINGPACK_BACKWARD_DQ");
-  const DqAdd best = tile_map ? DqAdd::kTiles : rows_aligned ? DqAdd::kRows : DqAdd::kAtomics;
-  if (value == nullptr) return best;
-  const std::string_view name(value);
-  if (name == "atomics") return DqAdd::kAtomics;
-  if (name == "rows" && rows_aligned) return DqAdd::kRows;
-  if (name == "tiles" && tile_map) return DqAdd::kTiles;
-  RINGPACK_CHECK(name == "rows" || name == "tiles", "RINGPACK_BACKWARD_DQ=", value,
-                 " must be atomics, rows or tiles");
-  return best;  // the named mode does not fit this accumulator
 }
 
 void run_backward(const AttentionStep& step, const BackwardInputs& in,

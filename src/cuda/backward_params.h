@@ -34,8 +34,7 @@ struct BackwardParams {
   // tiles that are not skipped, as (tile << 1) | partial; their counts; slots heaviest first.
   const int32_t* tile_lists;   // [batch * num_tiles_k, num_tiles_q]
   const int32_t* tile_counts;  // [batch * num_tiles_k]
-  const int32_t* tile_order;   // [batch * num_tiles_k]; nullptr: row order
-  bool slot_major;  // CTA i: slot rank i / lanes, else i % slots (lanes: kv heads x splits)
+  const int32_t* tile_order;   // [batch * num_tiles_k]
 
   // fp32 accumulators, added to (+=).
   float* dq;  // [batch, seqlen_q, num_heads_q, head_dim]
@@ -71,7 +70,7 @@ struct BackwardTensorMaps {
   CUtensorMap k;
   CUtensorMap v;
   CUtensorMap dout;
-  CUtensorMap dq;  // fp32 accumulators, for the tensor reductions of DqAdd::kTiles
+  CUtensorMap dq;  // fp32 accumulators, for the tensor reductions of GradAdd::kTiles
   CUtensorMap dk;
   CUtensorMap dv;
 };

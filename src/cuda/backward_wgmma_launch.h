@@ -15,7 +15,7 @@ namespace ringpack::cuda {
 // Tiles (head_dim 128 only): a CTA owns kBlockN = 128 keys, 64 per consumer warpgroup, whose dK
 // and dV (64 + 64 fp32 registers a thread) stay in registers; it walks query tiles of kBlockM =
 // 64 (S^T and dP^T: 32 + 32 registers; dQ half: 32). Shared memory: K, V 32 KB each, two stages
-// of Q and dO (16 KB each), two dS^T buffers (16 KB each), the staged dQ rows (36 KB): 196 KB. One
+// of Q and dO (16 KB each), two dS^T buffers (16 KB each), the staged dQ tiles (32 KB): 192 KB. One
 // CTA per SM, 384 threads: setmaxnreg gives 240 registers to each consumer and 24 to each producer
 // thread.
 template <class Element_>
@@ -32,23 +32,13 @@ struct BackwardWgmmaTraits {
   static constexpr int kKVElems = kBlockN * kHeadDim;
   static constexpr int kQElems = kBlockM * kHeadDim;
   static constexpr int kDsElems = kBlockN * kBlockM;
-  // Row stride (floats) of the staged dQ rows: 64 + 8, so rows g and g + 1 of a fragment store
-  // start 8 banks apart and a half-warp's float2 stores hit 32 distinct banks; 288 bytes keeps
-  // every row 16-byte aligned for the bulk reduction.
-  static constexpr int kDqStageStride = 72;
-  static constexpr int kDqStageFloats = kNumConsumerThreads / 32 * 16 * kDqStageStride;
 };
 
-// How the backward adds each step's dQ tile to the fp32 dq accumulator.
-enum class DqAdd {
-  kAtomics,  // float2 atomics from the accumulator registers (any 8-byte aligned dq)
-  kRows,     // rows staged in shared memory, one bulk reduction per 256-byte row (16-byte aligned)
-  kTiles,    // tiles staged in shared memory, two tensor reductions per warp (a TMA map of dq)
-};
-
-// The fastest mode the accumulator allows (tile_map: dq has a TMA map; rows_aligned: 16-byte
-// aligned), unless RINGPACK_BACKWARD_DQ names one (atomics, rows, tiles) for A/B benchmarks.
-DqAdd choose_dq_add(bool tile_map, bool rows_aligned);
+// How the backward adds dQ (each step) and dK / dV (at the end) to the fp32 accumulators:
+// kTiles stages them in shared memory and adds them by TMA tensor reductions (needs TMA maps of
+// dq, dk, dv: 16-byte aligned, rows a multiple of 16 bytes apart); kAtomics adds float2 pairs from
+// registers (8-byte alignment; forced with RINGPACK_BACKWARD_ATOMICS=1 for A/B benchmarks).
+enum class GradAdd { kAtomics, kTiles };
 
 // CTAs per (key tile, kv head): backward_head_splits (one per query head, dK/dV added with
 // atomics), unless RINGPACK_BACKWARD_HEAD_SPLITS names a divisor of the group size (A/B
@@ -56,7 +46,7 @@ DqAdd choose_dq_add(bool tile_map, bool rows_aligned);
 int backward_wgmma_head_splits(int group_size);
 
 // params: every field of the step (make_backward_params); the tile fields are filled here.
-// dq is added as choose_dq_add says; the deterministic mode uses the mma.sync kernels.
+// The gradients are added as GradAdd says; the deterministic mode uses the mma.sync kernels.
 template <class Element>
 void launch_backward_wgmma(BackwardParams params, const BackwardTensorMaps& maps,
                            cudaStream_t stream);

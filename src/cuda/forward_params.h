@@ -34,7 +34,6 @@ struct ForwardParams {
   const int32_t* tile_lists;   // [batch * num_tiles_q, num_tiles_k]
   const int32_t* tile_counts;  // [batch * num_tiles_q]
   const int32_t* tile_order;   // [batch * num_tiles_q]: slots, heaviest (most key tiles) first
-  bool head_major;             // Hopper loop: grid (slots, heads) instead of (heads, slots)
 
   // ---- outputs (device memory); direct mode uses out/lse, merge mode out_acc/lse_acc ----
   void* out;       // [batch, seqlen_q, num_heads_q, head_dim], input dtype; O of rule (4)

@@ -30,7 +30,6 @@
 #include "cuda/forward_params.h"
 #include "cuda/forward_softmax.h"
 #include "cuda/kernel_traits.h"
-#include "cuda/main_loop.h"
 #include "cuda/mma_sync.h"
 #include "cuda/tma.h"
 #include "cuda/wgmma.h"
@@ -82,9 +81,8 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   Smem& smem = *reinterpret_cast<Smem*>(smem_raw);
 
-  // Heaviest query tiles launch first; head_major: every tile of a head before the next head.
-  const int head = params.head_major ? blockIdx.y : blockIdx.x;
-  const int slot = params.tile_order[params.head_major ? blockIdx.x : blockIdx.y];
+  const int head = blockIdx.x;
+  const int slot = params.tile_order[blockIdx.y];  // heaviest query tiles launch first
   const int batch = slot / params.num_tiles_q;
   const int q_begin = (slot % params.num_tiles_q) * kBlockM;
   const int kv_head = head / params.heads_per_kv;
@@ -280,17 +278,13 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
 }
 
 template <class Traits, bool kMerge>
-void launch_forward_wgmma(const ForwardParams& step_params, const ForwardTensorMaps& maps,
+void launch_forward_wgmma(const ForwardParams& params, const ForwardTensorMaps& maps,
                           cudaStream_t stream) {
-  ForwardParams params = step_params;
   auto kernel = forward_wgmma_kernel<Traits, kMerge>;
   constexpr int kSmemBytes = int(sizeof(ForwardWgmmaSmem<Traits>));
   RINGPACK_CUDA_CHECK(
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
-  params.head_major = env_flag("RINGPACK_FORWARD_HEAD_MAJOR");
-  const int slots = params.batch * params.num_tiles_q;
-  const dim3 grid =
-      params.head_major ? dim3(slots, params.num_heads_q) : dim3(params.num_heads_q, slots);
+  const dim3 grid(params.num_heads_q, params.batch * params.num_tiles_q);
   kernel<<<grid, Traits::kNumThreads, kSmemBytes, stream>>>(params, maps);
   RINGPACK_CHECK_LAUNCH();
 }

@@ -1,8 +1,7 @@
 // Which main loop a kernel family runs on the current device: Hopper's (wgmma, TMA; the build's
 // sm_90a code) on compute capability 9.x, else the portable mma.sync loop. An environment
 // variable set to 1 forces the portable loop (A/B benchmarks, tests of both loops); other such
-// switches: RINGPACK_BACKWARD_DQ, RINGPACK_BACKWARD_ROW_ORDER, RINGPACK_BACKWARD_SLOT_MAJOR
-// (backward_wgmma_kernel.h), RINGPACK_FORWARD_HEAD_MAJOR (forward_wgmma_kernel.h).
+// switches: RINGPACK_BACKWARD_ATOMICS (backward_wgmma_launch.h).
 #pragma once
 
 namespace ringpack::cuda {

@@ -72,21 +72,11 @@ __device__ __forceinline__ void tma_load_3d(void* smem, const CUtensorMap* map, 
       : "memory");
 }
 
-// Bulk reduction (PTX ISA "cp.reduce.async.bulk"): adds `bytes` (a multiple of 16; both addresses
-// 16-byte aligned) of fp32 from shared memory element-wise into global memory, asynchronously and
-// in whole L2 lines rather than one atomic per element. Tracked by the issuing thread's bulk
-// groups: commit, then wait before the shared source is written again.
-__device__ __forceinline__ void bulk_reduce_add(float* global, const float* smem, uint32_t bytes) {
-  asm volatile(
-      "cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;\n" ::"l"(global),
-      "r"(shared_address(smem)), "r"(bytes)
-      : "memory");
-}
-
 // Tensor reduction (PTX ISA "cp.reduce.async.bulk.tensor", tile mode): adds the box at coordinates
 // (c0, c1, c2, c3) of a rank-4 fp32 tensor map element-wise from shared memory (laid out and
 // swizzled as the map says) into global memory; elements outside the tensor are dropped. Tracked
-// by the issuing thread's bulk groups like bulk_reduce_add.
+// by the issuing thread's bulk groups: commit, then wait before the shared source is written
+// again.
 __device__ __forceinline__ void tma_reduce_add_4d(const CUtensorMap* map, const float* smem, int c0,
                                                   int c1, int c2, int c3) {
   asm volatile(
