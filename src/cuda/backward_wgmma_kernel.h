@@ -128,7 +128,7 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
     mbarrier_init(&smem.kv_full, 1);
     for (int s = 0; s < kStages; ++s) {
       mbarrier_init(&smem.q_full[s], kWarpSize);  // every producer lane (row vectors)
-      mbarrier_init(&smem.q_empty[s], kConsumerWarps);
+      mbarrier_init(&smem.q_empty[s], Traits::kNumConsumerThreads);
     }
     mbarrier_init_fence();
   }
@@ -363,8 +363,10 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
     fence_accumulators(acc_dv);
     fence_accumulators(acc_dk);
     fence_accumulators(dq);
-    __syncwarp();
-    if (lane == 0) mbarrier_arrive(&smem.q_empty[stage]);  // Q, dO, row vectors done
+    // Q, dO and the row vectors done. Every thread arrives: an arrival releases only its own
+    // reads of the row vectors, which the producer overwrites next (one arrival per warp after
+    // __syncwarp is flagged by racecheck).
+    mbarrier_arrive(&smem.q_empty[stage]);
 
     // dq[query, head, 64 w ...) += scale dQ half: this warp's rows 16 (warp % 4) .. + 15.
     if constexpr (kTiles) {
