@@ -61,19 +61,24 @@ struct BackwardWgmmaSmem {
   int4 visible[kStages][kBlockM];  // partial tiles: VisibleKeys {segment, pos_lo, pos_hi, -}
   // GradAdd::kTiles: each consumer warp's 16 rows of its dQ half (fp32) as two [16][32] boxes in
   // the 128-byte swizzle of the dq tensor map (swizzled_box_offset), the source of its reductions.
-  alignas(1024) float dq[Traits::kNumConsumerThreads / 32][2][16 * 32];
+  alignas(
+      1024) float dq[Traits::kNumConsumerThreads / 32][kSwizzleCols / kGradBoxCols][kGradBoxFloats];
   uint64_t kv_full;
   uint64_t q_full[kStages];
   uint64_t q_empty[kStages];
 };
 
-// Offset (floats) of a consumer's fragment pair (row, 8 t + quad_col), row < 16, in [16][32]-float
-// boxes with the 128-byte swizzle of the fp32 tensor maps: box t / 4, 16-byte chunk c of row r at
-// chunk c ^ (r mod 8). The float2 stores of a half-warp then hit 32 distinct banks.
+// Offset (floats) of a consumer's fragment pair (row, 8 t + quad_col), row < 16, in
+// [kGradBoxRows][kGradBoxCols] boxes with the 128-byte swizzle of the fp32 tensor maps: n8 tile t
+// lies in box t / 4 as 16-byte chunks 2 (t % 4) and 2 (t % 4) + 1 of its row, and chunk c of row
+// r is stored at chunk c ^ (r mod 8). The float2 stores of a half-warp then hit 32 distinct banks.
 __device__ __forceinline__ int swizzled_box_offset(int row, int t, int quad_col) {
-  constexpr int kBoxFloats = 16 * 32;
-  return (t / 4) * kBoxFloats + row * 32 + (((2 * (t % 4) + quad_col / 4) ^ (row % 8)) * 4) +
-         quad_col % 4;
+  constexpr int kChunkFloats = 4;                   // floats per 16-byte chunk
+  constexpr int kTilesPerBox = kGradBoxCols / 8;    // n8 tiles per box row
+  constexpr int kChunksPerTile = 8 / kChunkFloats;  // 2
+  const int chunk = kChunksPerTile * (t % kTilesPerBox) + quad_col / kChunkFloats;
+  return (t / kTilesPerBox) * kGradBoxFloats + row * kGradBoxCols +
+         (chunk ^ (row % 8)) * kChunkFloats + quad_col % kChunkFloats;
 }
 
 template <class Traits, GradAdd kAdd>
@@ -227,7 +232,6 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
   // two tensor reductions during the next step's S^T and dP^T MMAs (or after the loop), off the
   // critical path.
   constexpr bool kTiles = kAdd == GradAdd::kTiles;
-  constexpr int kBoxFloats = 16 * 32;  // one [16][32] box
   float* const dq_stage = &smem.dq[warp][0][0];
   struct DqRows {
     int query0;  // this warp's first staged query row
@@ -239,9 +243,10 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
     __syncwarp();
     if (lane != 0) return;
 #pragma unroll
-    for (int box = 0; box < 2; ++box)
-      tma_reduce_add_4d(&maps.dq, dq_stage + box * kBoxFloats, warpgroup * kSwizzleCols + 32 * box,
-                        staged_rows.head, staged_rows.query0, batch);
+    for (int box = 0; box < kSwizzleCols / kGradBoxCols; ++box)
+      tma_reduce_add_4d(&maps.dq, dq_stage + box * kGradBoxFloats,
+                        warpgroup * kSwizzleCols + kGradBoxCols * box, staged_rows.head,
+                        staged_rows.query0, batch);
     bulk_commit_group();
   };
 
@@ -421,11 +426,11 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
     __syncwarp();
     if (lane == 0) {
 #pragma unroll
-      for (int box = 0; box < kHeadDim / 32; ++box) {
-        tma_reduce_add_4d(&maps.dk, dk_stage + box * kBoxFloats, 32 * box, h_kv, n0 + key_row0,
-                          batch);
-        tma_reduce_add_4d(&maps.dv, dv_stage + box * kBoxFloats, 32 * box, h_kv, n0 + key_row0,
-                          batch);
+      for (int box = 0; box < kHeadDim / kGradBoxCols; ++box) {
+        tma_reduce_add_4d(&maps.dk, dk_stage + box * kGradBoxFloats, kGradBoxCols * box, h_kv,
+                          n0 + key_row0, batch);
+        tma_reduce_add_4d(&maps.dv, dv_stage + box * kGradBoxFloats, kGradBoxCols * box, h_kv,
+                          n0 + key_row0, batch);
       }
       bulk_commit_group();
       bulk_wait_group<0, false>();  // shared memory stays until the adds are done
@@ -472,14 +477,15 @@ void launch_backward_wgmma(BackwardParams params, const BackwardTensorMaps& maps
   params.tile_order = plan.order;
 
   BackwardTensorMaps all_maps = maps;
-  constexpr int kBoxRows = 16;  // one consumer warp's rows
-  const bool tile_map =
-      encode_fp32_tile_map(&all_maps.dq, params.dq, params.batch, params.seqlen_q,
-                           params.num_heads_q, Traits::kHeadDim, params.row_stride_q, kBoxRows) &&
-      encode_fp32_tile_map(&all_maps.dk, params.dk, params.batch, params.seqlen_k,
-                           params.num_heads_kv, Traits::kHeadDim, params.row_stride_k, kBoxRows) &&
-      encode_fp32_tile_map(&all_maps.dv, params.dv, params.batch, params.seqlen_k,
-                           params.num_heads_kv, Traits::kHeadDim, params.row_stride_k, kBoxRows);
+  const bool tile_map = encode_fp32_tile_map(&all_maps.dq, params.dq, params.batch, params.seqlen_q,
+                                             params.num_heads_q, Traits::kHeadDim,
+                                             params.row_stride_q, kGradBoxRows) &&
+                        encode_fp32_tile_map(&all_maps.dk, params.dk, params.batch, params.seqlen_k,
+                                             params.num_heads_kv, Traits::kHeadDim,
+                                             params.row_stride_k, kGradBoxRows) &&
+                        encode_fp32_tile_map(&all_maps.dv, params.dv, params.batch, params.seqlen_k,
+                                             params.num_heads_kv, Traits::kHeadDim,
+                                             params.row_stride_k, kGradBoxRows);
   auto kernel = tile_map && !env_flag("RINGPACK_BACKWARD_ATOMICS")
                     ? backward_wgmma_kernel<Traits, GradAdd::kTiles>
                     : backward_wgmma_kernel<Traits, GradAdd::kAtomics>;

@@ -40,6 +40,12 @@ struct BackwardWgmmaTraits {
 // registers (8-byte alignment; forced with RINGPACK_BACKWARD_ATOMICS=1 for A/B benchmarks).
 enum class GradAdd { kAtomics, kTiles };
 
+// The boxes of the kTiles reductions: one consumer warp's 16 rows x 32 fp32 columns (128 bytes,
+// the widest box the 128-byte swizzle allows).
+constexpr int kGradBoxRows = 16;
+constexpr int kGradBoxCols = 32;
+constexpr int kGradBoxFloats = kGradBoxRows * kGradBoxCols;
+
 // CTAs per (key tile, kv head): backward_head_splits (one per query head, dK/dV added with
 // atomics), unless RINGPACK_BACKWARD_HEAD_SPLITS names a divisor of the group size (A/B
 // benchmarks: 1 walks the whole GQA group in one CTA).
