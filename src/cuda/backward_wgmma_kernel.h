@@ -61,8 +61,7 @@ struct BackwardWgmmaSmem {
   int4 visible[kStages][kBlockM];  // partial tiles: VisibleKeys {segment, pos_lo, pos_hi, -}
   // GradAdd::kTiles: each consumer warp's 16 rows of its dQ half (fp32) as two [16][32] boxes in
   // the 128-byte swizzle of the dq tensor map (swizzled_box_offset), the source of its reductions.
-  alignas(
-      1024) float dq[Traits::kNumConsumerThreads / 32][kSwizzleCols / kGradBoxCols][kGradBoxFloats];
+  alignas(1024) float dq[Traits::kNumConsumerThreads / 32][kDqBoxes][kGradBoxFloats];
   uint64_t kv_full;
   uint64_t q_full[kStages];
   uint64_t q_empty[kStages];
@@ -79,6 +78,31 @@ __device__ __forceinline__ int swizzled_box_offset(int row, int t, int quad_col)
   const int chunk = kChunksPerTile * (t % kTilesPerBox) + quad_col / kChunkFloats;
   return (t / kTilesPerBox) * kGradBoxFloats + row * kGradBoxCols +
          (chunk ^ (row % 8)) * kChunkFloats + quad_col % kChunkFloats;
+}
+
+// Stages a warp's 16 accumulator rows (n8 tiles 0 .. kTiles - 1, times `scale`) as
+// swizzled_box_offset boxes at `stage`; rows quad_row and quad_row + 8 of each tile.
+template <int kTiles>
+__device__ __forceinline__ void stage_grad_rows(float* stage, const float (&acc)[kTiles][4],
+                                                float scale, int quad_row, int quad_col) {
+#pragma unroll
+  for (int r = 0; r < 2; ++r)
+#pragma unroll
+    for (int t = 0; t < kTiles; ++t)
+      *reinterpret_cast<float2*>(stage + swizzled_box_offset(quad_row + 8 * r, t, quad_col)) =
+          make_float2(scale * acc[t][2 * r], scale * acc[t][2 * r + 1]);
+}
+
+// Adds `boxes` staged boxes (columns col0, col0 + kGradBoxCols, ...) to the accumulator of `map`
+// at (head, row0, batch) by tensor reductions (the caller commits the bulk group). One lane calls
+// it.
+__device__ __forceinline__ void reduce_grad_boxes(const CUtensorMap* map, const float* stage,
+                                                  int boxes, int col0, int head, int row0,
+                                                  int batch) {
+#pragma unroll
+  for (int box = 0; box < boxes; ++box)
+    tma_reduce_add_4d(map, stage + box * kGradBoxFloats, col0 + kGradBoxCols * box, head, row0,
+                      batch);
 }
 
 template <class Traits, GradAdd kAdd>
@@ -114,7 +138,8 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
 
   // Heaviest key tiles first within each (kv head, head split); one head after the other keeps
   // the Q, dO and dq rows that concurrent CTAs touch in L2 (interleaving the heads, so that the
-  // heaviest tiles of every head start first, measured 17% slower on packed rows).
+  // heaviest tiles of every head start first, measured about 20% slower on packed rows;
+  // docs/benchmarks.md, session 7).
   const int slot = p.tile_order[blockIdx.x];
   const int batch = slot / p.num_tiles_k;
   const int n0 = (slot % p.num_tiles_k) * kBlockN;
@@ -242,11 +267,8 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
     fence_proxy_async_shared();  // the staging stores, before the bulk engine reads them
     __syncwarp();
     if (lane != 0) return;
-#pragma unroll
-    for (int box = 0; box < kSwizzleCols / kGradBoxCols; ++box)
-      tma_reduce_add_4d(&maps.dq, dq_stage + box * kGradBoxFloats,
-                        warpgroup * kSwizzleCols + kGradBoxCols * box, staged_rows.head,
-                        staged_rows.query0, batch);
+    reduce_grad_boxes(&maps.dq, dq_stage, kDqBoxes, warpgroup * kSwizzleCols, staged_rows.head,
+                      staged_rows.query0, batch);
     bulk_commit_group();
   };
 
@@ -377,15 +399,7 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
     if constexpr (kTiles) {
       if (lane == 0) bulk_wait_group<0, true>();  // the previous step's rows have been read
       __syncwarp();
-#pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        const int row = quad_row + 8 * r;
-#pragma unroll
-        for (int t = 0; t < kQTilesHalf; ++t) {
-          *reinterpret_cast<float2*>(dq_stage + swizzled_box_offset(row, t, quad_col)) =
-              make_float2(p.scale * dq[t][2 * r], p.scale * dq[t][2 * r + 1]);
-        }
-      }
+      stage_grad_rows(dq_stage, dq, p.scale, quad_row, quad_col);
       staged_rows = DqRows{q0 + 16 * warp_in_group, head};  // added during the next S^T, dP^T
     } else {
 #pragma unroll
@@ -405,33 +419,22 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
     // dK += scale dK_tile, dV += dV_tile: this warp's 16 keys staged in the K / V tiles and the
     // Q / dO stages (free once both warpgroups are past their last MMAs), added by 4 + 4 tensor
     // reductions of [16][32] boxes.
+    constexpr int kWarpStageFloats = kGradBoxRows * kHeadDim;  // 16 keys x head_dim
     static_assert(offsetof(Smem, v) == offsetof(Smem, k) + sizeof(Smem::k) &&
                   offsetof(Smem, dout) == offsetof(Smem, q) + sizeof(Smem::q) &&
-                  sizeof(Smem::k) + sizeof(Smem::v) >= kConsumerWarps * 16 * kHeadDim * 4 &&
-                  sizeof(Smem::q) + sizeof(Smem::dout) >= kConsumerWarps * 16 * kHeadDim * 4);
+                  sizeof(Smem::k) + sizeof(Smem::v) >= kConsumerWarps * kWarpStageFloats * 4 &&
+                  sizeof(Smem::q) + sizeof(Smem::dout) >= kConsumerWarps * kWarpStageFloats * 4);
     named_barrier_sync(1, Traits::kNumConsumerThreads);
-    float* const dk_stage = reinterpret_cast<float*>(smem.k) + warp * 16 * kHeadDim;
-    float* const dv_stage = reinterpret_cast<float*>(&smem.q[0][0]) + warp * 16 * kHeadDim;
-#pragma unroll
-    for (int r = 0; r < 2; ++r)
-#pragma unroll
-      for (int t = 0; t < kHTiles; ++t) {
-        const int offset = swizzled_box_offset(quad_row + 8 * r, t, quad_col);
-        *reinterpret_cast<float2*>(dk_stage + offset) =
-            make_float2(p.scale * acc_dk[t][2 * r], p.scale * acc_dk[t][2 * r + 1]);
-        *reinterpret_cast<float2*>(dv_stage + offset) =
-            make_float2(acc_dv[t][2 * r], acc_dv[t][2 * r + 1]);
-      }
+    float* const dk_stage = reinterpret_cast<float*>(smem.k) + warp * kWarpStageFloats;
+    float* const dv_stage = reinterpret_cast<float*>(&smem.q[0][0]) + warp * kWarpStageFloats;
+    stage_grad_rows(dk_stage, acc_dk, p.scale, quad_row, quad_col);
+    stage_grad_rows(dv_stage, acc_dv, 1.0f, quad_row, quad_col);
     fence_proxy_async_shared();
     __syncwarp();
     if (lane == 0) {
-#pragma unroll
-      for (int box = 0; box < kHeadDim / kGradBoxCols; ++box) {
-        tma_reduce_add_4d(&maps.dk, dk_stage + box * kGradBoxFloats, kGradBoxCols * box, h_kv,
-                          n0 + key_row0, batch);
-        tma_reduce_add_4d(&maps.dv, dv_stage + box * kGradBoxFloats, kGradBoxCols * box, h_kv,
-                          n0 + key_row0, batch);
-      }
+      constexpr int kBoxes = kHeadDim / kGradBoxCols;
+      reduce_grad_boxes(&maps.dk, dk_stage, kBoxes, 0, h_kv, n0 + key_row0, batch);
+      reduce_grad_boxes(&maps.dv, dv_stage, kBoxes, 0, h_kv, n0 + key_row0, batch);
       bulk_commit_group();
       bulk_wait_group<0, false>();  // shared memory stays until the adds are done
     }
@@ -479,13 +482,13 @@ void launch_backward_wgmma(BackwardParams params, const BackwardTensorMaps& maps
   BackwardTensorMaps all_maps = maps;
   const bool tile_map = encode_fp32_tile_map(&all_maps.dq, params.dq, params.batch, params.seqlen_q,
                                              params.num_heads_q, Traits::kHeadDim,
-                                             params.row_stride_q, kGradBoxRows) &&
+                                             params.row_stride_q, kGradBoxRows, kGradBoxCols) &&
                         encode_fp32_tile_map(&all_maps.dk, params.dk, params.batch, params.seqlen_k,
                                              params.num_heads_kv, Traits::kHeadDim,
-                                             params.row_stride_k, kGradBoxRows) &&
+                                             params.row_stride_k, kGradBoxRows, kGradBoxCols) &&
                         encode_fp32_tile_map(&all_maps.dv, params.dv, params.batch, params.seqlen_k,
                                              params.num_heads_kv, Traits::kHeadDim,
-                                             params.row_stride_k, kGradBoxRows);
+                                             params.row_stride_k, kGradBoxRows, kGradBoxCols);
   auto kernel = tile_map && !env_flag("RINGPACK_BACKWARD_ATOMICS")
                     ? backward_wgmma_kernel<Traits, GradAdd::kTiles>
                     : backward_wgmma_kernel<Traits, GradAdd::kAtomics>;

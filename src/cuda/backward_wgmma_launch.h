@@ -45,6 +45,7 @@ enum class GradAdd { kAtomics, kTiles };
 constexpr int kGradBoxRows = 16;
 constexpr int kGradBoxCols = 32;
 constexpr int kGradBoxFloats = kGradBoxRows * kGradBoxCols;
+constexpr int kDqBoxes = 64 / kGradBoxCols;  // boxes of a warpgroup's 64-column dQ half
 
 // CTAs per (key tile, kv head): backward_head_splits (one per query head, dK/dV added with
 // atomics), unless RINGPACK_BACKWARD_HEAD_SPLITS names a divisor of the group size (A/B

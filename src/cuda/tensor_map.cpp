@@ -54,10 +54,12 @@ bool encode_token_tile_map(CUtensorMap* map, const void* base, bool bf16, int64_
 }
 
 bool encode_fp32_tile_map(CUtensorMap* map, float* base, int batch, int seqlen, int num_heads,
-                          int head_dim, int64_t row_stride, int box_rows) {
+                          int head_dim, int64_t row_stride, int box_rows, int box_cols) {
   constexpr uintptr_t kAlignment = 16;
   constexpr int64_t kElementBytes = 4;
-  constexpr int kBoxCols = 32;  // 128 bytes: the widest box the 128-byte swizzle allows
+  constexpr int kSwizzleBytes = 128;  // the widest box row the 128-byte swizzle allows
+  RINGPACK_CHECK(box_cols > 0 && box_cols * kElementBytes <= kSwizzleBytes, "fp32 box of ",
+                 box_cols, " columns is wider than the 128-byte swizzle");
   const int64_t row_bytes = row_stride * kElementBytes;
   if (reinterpret_cast<uintptr_t>(base) % kAlignment != 0 || row_bytes % int64_t(kAlignment) != 0 ||
       batch <= 0 || seqlen <= 0)
@@ -66,15 +68,15 @@ bool encode_fp32_tile_map(CUtensorMap* map, float* base, int batch, int seqlen, 
                               cuuint64_t(batch)};
   const cuuint64_t strides[3] = {cuuint64_t(head_dim * kElementBytes), cuuint64_t(row_bytes),
                                  cuuint64_t(row_bytes * seqlen)};
-  const cuuint32_t box[4] = {kBoxCols, 1, cuuint32_t(box_rows), 1};
+  const cuuint32_t box[4] = {cuuint32_t(box_cols), 1, cuuint32_t(box_rows), 1};
   const cuuint32_t element_strides[4] = {1, 1, 1, 1};
   const CUresult result =
       encode_function()(map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 4, base, dims, strides, box,
                         element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
                         CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   RINGPACK_CHECK(result == CUDA_SUCCESS, "cuTensorMapEncodeTiled failed (CUresult ", int(result),
-                 ") for the fp32 dq accumulator [", batch, ", ", seqlen, ", ", num_heads, ", ",
-                 head_dim, "], row stride ", row_stride, ", box ", box_rows, " x 32");
+                 ") for an fp32 accumulator [", batch, ", ", seqlen, ", ", num_heads, ", ",
+                 head_dim, "], row stride ", row_stride, ", box ", box_rows, " x ", box_cols);
   return true;
 }
 

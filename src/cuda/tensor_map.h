@@ -17,12 +17,13 @@ namespace ringpack::cuda {
 bool encode_token_tile_map(CUtensorMap* map, const void* base, bool bf16, int64_t tokens,
                            int num_heads, int head_dim, int box_rows);
 
-// Describes the fp32 accumulator dq[batch][seqlen][num_heads][head_dim] (rows row_stride floats
-// apart) as a rank-4 map (column, head, row, batch) whose box is box_rows rows x 1 head x 32
-// columns (128 bytes) with the 128-byte swizzle: the target of the backward's tensor reductions;
-// rows past seqlen are dropped. Returns false when the accumulator cannot be described (base not
-// 16-byte aligned, row stride not a multiple of 16 bytes); throws when the driver refuses.
+// Describes an fp32 accumulator [batch][seqlen][num_heads][head_dim] (rows row_stride floats
+// apart; dq, dk or dv) as a rank-4 map (column, head, row, batch) whose box is box_rows rows x
+// 1 head x box_cols columns (at most 32: 128 bytes) with the 128-byte swizzle: the target of the
+// backward's tensor reductions; rows past seqlen are dropped. Returns false when the accumulator
+// cannot be described (base not 16-byte aligned, row stride not a multiple of 16 bytes); throws
+// when the driver refuses.
 bool encode_fp32_tile_map(CUtensorMap* map, float* base, int batch, int seqlen, int num_heads,
-                          int head_dim, int64_t row_stride, int box_rows);
+                          int head_dim, int64_t row_stride, int box_rows, int box_cols);
 
 }  // namespace ringpack::cuda

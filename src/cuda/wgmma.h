@@ -65,8 +65,6 @@ __device__ __forceinline__ void fence_proxy_async_shared() {
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
 }
 
-// Keeps the compiler from moving reads or writes of accumulator registers across an
-// asynchronous wgmma (it cannot see that the hardware writes them later).
 // stmatrix: stores four 8x8 16-bit matrices whose registers are in the accumulator / A-fragment
 // layout (thread t holds row t / 4, columns 2 (t % 4) .. + 1 of matrix j in r[j]); lane i supplies
 // the address of row i % 8 of matrix i / 8.
@@ -77,6 +75,8 @@ __device__ __forceinline__ void stmatrix_x4(const uint32_t (&r)[4], void* smem) 
                : "memory");
 }
 
+// Keeps the compiler from moving reads or writes of accumulator registers across an
+// asynchronous wgmma (it cannot see that the hardware writes them later).
 template <int kTiles>
 __device__ __forceinline__ void fence_accumulators(float (&d)[kTiles][4]) {
 #pragma unroll
