@@ -1,5 +1,5 @@
 // `ringpack bench`: times the CUDA forward (direct epilogue) and backward (delta pre-pass + main
-// backward) on the standard workloads of DESIGN.md §8 and prints one table with the peers
+// backward) on the standard workloads of docs/design.md §8 and prints one table with the peers
 // measured by bench/peers.py on the same layouts (--peers). Timing: CUDA events around each
 // repetition after warm-up; median and min/max over the repetitions. FLOPs count visible pairs
 // only: forward 4 * head_dim * num_heads_q * pairs, backward 2.5x forward.
@@ -39,7 +39,7 @@ namespace {
 
 using nlohmann::json;
 
-constexpr double kBackwardFlopFactor = 2.5;  // DESIGN.md §8
+constexpr double kBackwardFlopFactor = 2.5;  // docs/design.md §8
 constexpr double kFlopsPerPairPerDim = 4.0;  // QK^T and PV: 2 multiply-adds per pair and dim
 // Sampled-row check of the forward against fp64: bf16 outputs carry ~2^-8 relative rounding,
 // so a correct kernel stays well under 1e-2 relative error over the sampled rows.
@@ -397,7 +397,7 @@ void run(const BenchCommand& c) {
     return kFlopsPerPairPerDim * c.head_dim * c.num_heads_q * double(w->pairs);
   };
 
-  // The table (STYLE.md 10).
+  // The table.
   std::ostringstream table;
   table << "# ringpack bench: device " << device_name() << ", dtype " << c.dtype << ", batch 1, "
         << c.num_heads_q << " q heads, " << c.num_heads_kv << " kv heads, head_dim " << c.head_dim
@@ -490,7 +490,7 @@ void run(const BenchCommand& c) {
 
 void add_bench_command(CLI::App& app) {
   CLI::App* command = app.add_subcommand(
-      "bench", "time the CUDA forward and backward on the standard workloads (DESIGN.md §8)");
+      "bench", "time the CUDA forward and backward on the standard workloads (docs/design.md §8)");
   auto state = std::make_shared<BenchCommand>();
   command->add_option("--workloads", state->workloads, "dense-<N>k / packed-<N>k names")
       ->delimiter(',');

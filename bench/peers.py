@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Peer timings for `ringpack bench` on the same layouts (DESIGN.md §8).
+"""Peer timings for `ringpack bench` on the same layouts (docs/design.md §8).
 
 Reads the workload layouts written by `ringpack bench --layouts-only --layouts-out FILE`
 (segment ids and positions per workload) and times, with CUDA events after warm-up, median over

@@ -1,5 +1,5 @@
 // The attention backend interface: one CP step, queries of one shard against one block of keys
-// and values, merged into fp32 running accumulators (DESIGN.md §2, §4).
+// and values, merged into fp32 running accumulators (docs/design.md §2, §4).
 //
 // Every pointer lives in the backend's memory space (host for CPU backends, device for CUDA).
 // Tensors are BSHD, row-major, contiguous:

@@ -1,4 +1,4 @@
-// The Communicator interface the CP schedules talk through (DESIGN.md §4, §6).
+// The Communicator interface the CP schedules talk through (docs/design.md §4, §6).
 //
 // Buffers live in the memory space of the attention backend the schedule runs with. Point-to-
 // point calls are non-blocking: the buffers must stay valid and untouched until wait() returns.

@@ -1,4 +1,4 @@
-// CP strategies ring and all_gather, forward and backward (DESIGN.md §4), backend-agnostic.
+// CP strategies ring and all_gather, forward and backward (docs/design.md §4), backend-agnostic.
 //
 // Each rank calls these with its shard (n = seq_len / cp reordered tokens per row), a backend
 // and a communicator; all buffers are in the backend's memory space.

@@ -1,4 +1,4 @@
-// ringpack::Error and the RINGPACK_CHECK family (STYLE.md 9).
+// ringpack::Error and the RINGPACK_CHECK family.
 //
 // Library code throws ringpack::Error; tools catch it, print what() and exit with status 2.
 // what() is the user-facing message (it names the value and the fix); where() names the failed

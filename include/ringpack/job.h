@@ -17,7 +17,7 @@
 
 namespace ringpack {
 
-// max_doc_length of BatchOptions::packer that means "a quarter of the row" (DESIGN.md §8 caps
+// max_doc_length of BatchOptions::packer that means "a quarter of the row" (docs/design.md §8 caps
 // sampled lengths at S/4); build_batch resolves it. 0 means no cap.
 constexpr int kQuarterRowDocCap = -1;
 

@@ -1,4 +1,4 @@
-// Packed batches: per-token segment ids (0 = padding) and positions (DESIGN.md §1-2, §5).
+// Packed batches: per-token segment ids (0 = padding) and positions (docs/design.md §1-2, §5).
 #pragma once
 
 #include <cstddef>
@@ -20,7 +20,7 @@ struct PackedBatch {
   int32_t position(int row, int token) const { return positions[size_t(row) * seq_len + token]; }
 };
 
-// Throws ringpack::Error unless the batch is well formed (DESIGN.md §5): sizes match, ids and
+// Throws ringpack::Error unless the batch is well formed (docs/design.md §5): sizes match, ids and
 // positions are non-negative, a segment id does not reappear after another segment started, and
 // positions strictly increase within a segment.
 void validate_batch(const PackedBatch& batch);

@@ -1,4 +1,4 @@
-// The visibility rule (1) of DESIGN.md §2, shared by every backend and the cost model.
+// The visibility rule (1) of docs/design.md §2, shared by every backend and the cost model.
 #pragma once
 
 #include <cstdint>

@@ -1,4 +1,4 @@
-// Load-balance analysis and the cost model behind `auto` (DESIGN.md §3, `ringpack plan`).
+// Load-balance analysis and the cost model behind `auto` (docs/design.md §3, `ringpack plan`).
 #pragma once
 
 #include <cstdint>

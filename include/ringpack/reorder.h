@@ -1,4 +1,4 @@
-// Load-balancing reorders (DESIGN.md §3): permutations of a row applied before sharding.
+// Load-balancing reorders (docs/design.md §3): permutations of a row applied before sharding.
 //
 // A reorder index `idx` of length seq_len maps reordered slot i to the original token idx[i];
 // rank r holds slots [r*n, (r+1)*n), n = seq_len / cp.

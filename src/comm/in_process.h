@@ -1,5 +1,5 @@
 // The in-process communicator: `size` ranks are threads of one process that share an
-// InProcessWorld (DESIGN.md §4, §6; interface in include/ringpack/comm.h).
+// InProcessWorld (docs/design.md §4, §6; interface in include/ringpack/comm.h).
 //
 // Point-to-point messages match by ordered pair (src, dst) and channel in posting order (FIFO).
 // When a send and its recv are both posted, the pair becomes a transfer that a progress thread

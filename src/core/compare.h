@@ -1,5 +1,4 @@
-// Comparing a result with the fp64 reference: the one place tolerances live (DESIGN.md §7,
-// STYLE.md 6).
+// Comparing a result with the fp64 reference: the one place tolerances live (docs/design.md §7).
 //
 // rel_err = ||got - ref|| / ||ref|| and max_abs_err = max |got - ref| over entries where both are
 // finite. Entries where both sides are the same infinity (the lse of a row with no visible key is

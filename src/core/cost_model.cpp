@@ -7,7 +7,7 @@ namespace ringpack {
 namespace {
 
 // A tile element is one (query, key) score for every query head: forward 4*head_dim FLOPs per
-// head (QK^T and PV), backward 2.5x forward (DESIGN.md §8), so 3.5 * 4 * head_dim per head.
+// head (QK^T and PV), backward 2.5x forward (docs/design.md §8), so 3.5 * 4 * head_dim per head.
 constexpr double kForwardFlopsPerHeadDim = 4.0;
 constexpr double kForwardPlusBackward = 3.5;
 

@@ -1,4 +1,4 @@
-// The cost model behind `auto` (DESIGN.md §3): bytes each rank sends and a modelled run time
+// The cost model behind `auto` (docs/design.md §3): bytes each rank sends and a modelled run time
 // from the work the kernel really does (elements of tiles it does not skip).
 #pragma once
 

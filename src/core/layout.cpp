@@ -1,4 +1,4 @@
-// Validation and helpers for packed batches (DESIGN.md §1, §5).
+// Validation and helpers for packed batches (docs/design.md §1, §5).
 #include "ringpack/layout.h"
 
 #include <unordered_map>

@@ -1,4 +1,4 @@
-// Merging partial attention results over disjoint key sets, in fp32 (DESIGN.md §4).
+// Merging partial attention results over disjoint key sets, in fp32 (docs/design.md §4).
 //
 // If (o_1, lse_1) is the attention of one query row over key set K1 and (o_2, lse_2) over a
 // disjoint key set K2, then over K1 ∪ K2, with Z_i = exp(lse_i) the softmax normaliser of K_i:

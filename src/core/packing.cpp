@@ -1,5 +1,5 @@
 // Packed batches from document lengths (greedy first-fit) and from user layout files
-// (packing.h). Layout rules: DESIGN.md §1-2 and §5.
+// (packing.h). Layout rules: docs/design.md §1-2 and §5.
 #include "ringpack/packing.h"
 
 #include <fstream>

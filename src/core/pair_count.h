@@ -1,5 +1,5 @@
 // Visible (query, key) pairs per pair of CP ranks, counted without visiting every pair
-// (rule (1) of DESIGN.md §2; the reorders of §3 decide which rank holds which token).
+// (rule (1) of docs/design.md §2; the reorders of §3 decide which rank holds which token).
 #pragma once
 
 #include <cstdint>

@@ -1,5 +1,5 @@
 // Load-balance analysis of reorders on a batch, and `auto`: the candidate with the lowest
-// modelled time (DESIGN.md §3-4; the cost model is in cost_model.h).
+// modelled time (docs/design.md §3-4; the cost model is in cost_model.h).
 #include "ringpack/plan.h"
 
 #include <algorithm>

@@ -1,4 +1,4 @@
-// Load-balancing reorders and their inverses (DESIGN.md §3).
+// Load-balancing reorders and their inverses (docs/design.md §3).
 #include "ringpack/reorder.h"
 
 #include <charconv>

@@ -1,4 +1,4 @@
-// The mask as a policy object at tile granularity (STYLE.md 4): per tile, skip / full / partial
+// The mask as a policy object at tile granularity: per tile, skip / full / partial
 // from the ranges of segment ids and positions the tile holds; per element, rule (1).
 //
 // Host and device code share this header. Classification is conservative: kSkip only when no

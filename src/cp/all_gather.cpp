@@ -1,4 +1,4 @@
-// The all_gather schedule, forward and backward (DESIGN.md §4).
+// The all_gather schedule, forward and backward (docs/design.md §4).
 //
 // Every rank gathers the KV packs of all shards, rearranges them into whole-row tensors and
 // computes its queries against the whole row in one step; the mask (rule (1)) uses the gathered

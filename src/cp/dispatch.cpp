@@ -1,5 +1,5 @@
 // cp_forward / cp_backward: validate one rank's shard, pick the strategy, and fill the stats
-// (DESIGN.md §4, §5). The schedules themselves are ring.cpp and all_gather.cpp.
+// (docs/design.md §4, §5). The schedules themselves are ring.cpp and all_gather.cpp.
 #include "cp/schedules.h"
 #include "ringpack/cp.h"
 #include "ringpack/error.h"

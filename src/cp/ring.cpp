@@ -1,4 +1,4 @@
-// The ring (pass-KV) schedule, forward and backward (DESIGN.md §4).
+// The ring (pass-KV) schedule, forward and backward (docs/design.md §4).
 //
 // At step s rank r holds the KV pack of rank src = (r - s) mod cp. KV is double-buffered: the
 // isend of the current pack to r+1 and the irecv of the next one from r-1 are posted before the

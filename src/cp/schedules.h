@@ -1,4 +1,4 @@
-// The CP schedules behind cp_forward / cp_backward (DESIGN.md §4) and what they share.
+// The CP schedules behind cp_forward / cp_backward (docs/design.md §4) and what they share.
 //
 // dispatch.cpp validates the inputs, resets the stats and times the whole call; ring.cpp and
 // all_gather.cpp hold one strategy each. All tensors stay in the backend's memory space.

@@ -1,4 +1,4 @@
-// Names of the CP strategies (DESIGN.md §4).
+// Names of the CP strategies (docs/design.md §4).
 #include "ringpack/cp.h"
 #include "ringpack/error.h"
 

@@ -8,7 +8,7 @@
 //   l   = l * c + sum_j p_j;  o = o * c + sum_j p_j V_j;  m = m'
 // epilogue: o_s = o / l, lse_s = m + log(l), merged into the accumulators (lse_merge.h).
 //
-// backward, from the final lse and delta = <dO, O> (DESIGN.md §2):
+// backward, from the final lse and delta = <dO, O> (docs/design.md §2):
 //   P = exp(s - lse);  dP = dO V^T;  dS = P * (dP - delta)
 //   dV += P^T dO;  dK += scale dS^T Q   per work item (row b, kv head, k tile)  (pass 1)
 //   dQ += scale dS K                    per work item (row b, q head, q tile)   (pass 2)

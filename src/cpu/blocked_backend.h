@@ -1,6 +1,6 @@
 // The blocked fp32 CPU backend (name "cpu"): FlashAttention-2 style online softmax over key
 // tiles, tiles classified skip / full / partial by tile_mask.h, work spread over threads.
-// The math is DESIGN.md §2 (attention and gradients) and §4 (the merge into the accumulators).
+// The math is docs/design.md §2 (attention and gradients) and §4 (the merge into the accumulators).
 #pragma once
 
 #include <memory>

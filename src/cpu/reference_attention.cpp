@@ -1,5 +1,5 @@
 // The fp64 reference attention and its low-precision twin: naive loops over (row, head, query,
-// key), equations (1)-(4) of DESIGN.md §2 and the gradients below them.
+// key), equations (1)-(4) of docs/design.md §2 and the gradients below them.
 #include "cpu/reference_attention.h"
 
 #include <algorithm>

@@ -1,4 +1,4 @@
-// The fp64 reference attention (DESIGN.md §2, §7): naive loops, obviously right; the truth every
+// The fp64 reference attention (docs/design.md §2, §7): naive loops, obviously right; the truth every
 // backend and every CP run is compared against. Also the low-precision baseline: the same loops
 // done in the run's dtype, which sets the "within 2x" tolerance of compare.h.
 //
@@ -43,10 +43,10 @@ struct ReferenceGrads {
   std::vector<double> dv;  // [b, sk, hkv, d]
 };
 
-// Equations (2)-(4) of DESIGN.md §2 in fp64.
+// Equations (2)-(4) of docs/design.md §2 in fp64.
 ReferenceForward reference_forward(const ReferenceProblem& problem);
 
-// The gradients of DESIGN.md §2 from the forward's out and lse (delta = <dO, O> per row).
+// The gradients of docs/design.md §2 from the forward's out and lse (delta = <dO, O> per row).
 ReferenceGrads reference_backward(const ReferenceProblem& problem, const double* dout,
                                   const ReferenceForward& forward);
 

@@ -1,5 +1,5 @@
 // The reference backend: one CP step = reference_forward / reference_backward_from_stats over the
-// step's keys (reference_attention.h), merged into the fp32 accumulators (DESIGN.md §4).
+// step's keys (reference_attention.h), merged into the fp32 accumulators (docs/design.md §4).
 #include "cpu/reference_backend.h"
 
 #include <vector>

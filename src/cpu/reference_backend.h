@@ -1,4 +1,4 @@
-// The fp64 reference as a CP backend (STYLE.md 5): each step runs reference_attention on the
+// The fp64 reference as a CP backend: each step runs reference_attention on the
 // step's keys in fp64 and merges into the fp32 accumulators with lse_merge.h. Slow, exact; name
 // "reference".
 #pragma once

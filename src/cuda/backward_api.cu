@@ -1,5 +1,5 @@
 // run_backward: validates one step, builds BackwardParams and dispatches on dtype x head_dim to
-// an explicit instance (src/cuda/instances/backward_*.cu). Math: DESIGN.md §2; kernels:
+// an explicit instance (src/cuda/instances/backward_*.cu). Math: docs/design.md §2; kernels:
 // backward_kernel.h (dK, dV, atomic dQ) and backward_dq_kernel.h (deterministic dQ).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>

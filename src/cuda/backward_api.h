@@ -1,5 +1,5 @@
 // Launcher entry points of the CUDA backward (owner: cudabwd). Host-only header: no CUDA types
-// other than cudaStream_t. The math is DESIGN.md §2 (backward); the kernels are documented in
+// other than cudaStream_t. The math is docs/design.md §2 (backward); the kernels are documented in
 // docs/cuda_kernels.md.
 #pragma once
 

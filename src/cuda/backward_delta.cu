@@ -1,5 +1,5 @@
 // The delta pre-pass of the backward: delta[b][h][s] = sum_d dO[b][s][h][d] * O[b][s][h][d] in
-// fp32 (DESIGN.md §2). Eight threads per (b, s, h) row, 16-byte loads, a shuffle reduction.
+// fp32 (docs/design.md §2). Eight threads per (b, s, h) row, 16-byte loads, a shuffle reduction.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 

@@ -1,6 +1,6 @@
 // The deterministic dQ kernel of the backward: a CTA owns kDqBlockM queries of one query head and
 // walks the non-skipped key tiles of its kv head in order, so dQ is summed in a fixed order with
-// no atomics and repeated runs are bit-identical. Per key tile (DESIGN.md §2):
+// no atomics and repeated runs are bit-identical. Per key tile (docs/design.md §2):
 //   S  = Q K^T, P = exp(scale S - lse), dP = dO V^T, dS = P (dP - delta), dQ += dS K
 // and at the end dq += scale dQ (fp32, read-modify-write: the CTA owns these rows).
 // Used with the dK/dV kernel in its accumulate_dq = false mode; its params carry tile ranges at

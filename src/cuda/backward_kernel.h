@@ -1,7 +1,7 @@
 // The dK/dV kernel of the backward (FlashAttention-2 style, mma.sync m16n8k16): a CTA owns
 // kBlockN keys of one kv head and walks the non-skipped query tiles of the query heads of its
 // GQA group (all of them, or 1/head_splits of them: backward_head_splits in backward_traits.h).
-// Per query tile, with the final forward LSE and delta = rowsum(dO * O) (DESIGN.md §2):
+// Per query tile, with the final forward LSE and delta = rowsum(dO * O) (docs/design.md §2):
 //   S^T  = K Q^T                      [kBlockN, kBlockM]   (each warp: 16 keys)
 //   P^T  = exp(scale S^T - lse)       masked entries 0; a query with lse = -inf gives 0
 //   dV  += P^T dO                     registers

@@ -1,5 +1,5 @@
 // BackwardParams: everything the backward kernels read, one trivially copyable struct passed by
-// value as a __grid_constant__ kernel parameter (STYLE.md 2). The math is DESIGN.md §2.
+// value as a __grid_constant__ kernel parameter. The math is docs/design.md §2.
 //
 // Tensors are BSHD and contiguous; strides are in elements. Every pointer is device memory.
 #pragma once

@@ -1,4 +1,4 @@
-// Compile-time tile choices of the backward kernels (one traits type, STYLE.md 3) and the one
+// Compile-time tile choices of the backward kernels (one traits type) and the one
 // heuristic that picks them. The kernels are in backward_kernel.h and backward_dq_kernel.h.
 #pragma once
 

@@ -2,7 +2,7 @@
 // 128, dQ added in place (not deterministic). Device code; included only by
 // src/cuda/instances/backward_wgmma_*.cu.
 //
-// Math (DESIGN.md §2), per visible pair of query i and key j, with P = exp(scale s - lse_i):
+// Math (docs/design.md §2), per visible pair of query i and key j, with P = exp(scale s - lse_i):
 //   dV_j += P dO_i;  dP = <dO_i, V_j>;  dS = P (dP - delta_i);
 //   dK_j += scale dS Q_i;  dQ_i += scale dS K_j.
 //

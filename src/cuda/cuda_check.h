@@ -1,4 +1,4 @@
-// RINGPACK_CUDA_CHECK and RINGPACK_CHECK_LAUNCH: the CUDA members of the check family (STYLE.md 9).
+// RINGPACK_CUDA_CHECK and RINGPACK_CHECK_LAUNCH: the CUDA members of the check family.
 #pragma once
 
 #include <cuda_runtime.h>

@@ -1,5 +1,5 @@
 // Element-wise device kernels of the CUDA backend and the job layer: fill, fp32 -> bf16/fp16
-// casts, and the token gathers that apply a reorder or its inverse on the device (DESIGN.md §3).
+// casts, and the token gathers that apply a reorder or its inverse on the device (docs/design.md §3).
 // Host-only declarations; every function enqueues on `stream` and never synchronises.
 #pragma once
 

@@ -1,5 +1,5 @@
 // Host entry points of the forward attention kernels (owner: cudafwd). Host-only declarations:
-// no CUDA types other than cudaStream_t. Math: DESIGN.md §2 (direct) and §4 (merge).
+// no CUDA types other than cudaStream_t. Math: docs/design.md §2 (direct) and §4 (merge).
 #pragma once
 
 #include <cuda_runtime.h>

@@ -6,7 +6,7 @@
 // c = 2 (lane % 4)), and per row i = 2 m + (0: g, 1: g + 8) the running max of raw scores and its
 // partial of l (the quad's four lanes share a row).
 //   Direct: O / l in the input dtype, lse = m * scale + ln(l) (natural log), -inf if empty.
-//   Merge (DESIGN.md §4): lse' = logaddexp(lse_acc, lse_s);
+//   Merge (docs/design.md §4): lse' = logaddexp(lse_acc, lse_s);
 //     out_acc = out_acc * exp(lse_acc - lse') + (O / l) * exp(lse_s - lse'); empty rows untouched.
 #pragma once
 

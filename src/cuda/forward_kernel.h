@@ -1,13 +1,13 @@
 // The forward attention kernel (FlashAttention-2 style) for packed rows in any token order.
 // Device code; included only by the instance files in src/cuda/instances/.
 //
-// Math (DESIGN.md §2): per query row, s = scale * <q, k> over the visible keys of rule (1);
+// Math (docs/design.md §2): per query row, s = scale * <q, k> over the visible keys of rule (1);
 // an online softmax keeps the running max m and sum l per row (in the exp2 domain, with
 // scale * log2(e) folded into one FFMA), rescaling O when m grows:
 //     m' = max(m, max_j s_j);  l' = l * 2^(m - m') + sum_j 2^(s_j - m');  O' = O * 2^(m - m') + P V
 // At the end O / l is the attention output and lse = ln(l) + m (natural log).
 // Epilogues: direct (O in the input dtype, LSE fp32) or merge into fp32 running accumulators
-// with the lse merge of DESIGN.md §4.
+// with the lse merge of docs/design.md §4.
 //
 // Per CTA: kBlockM query rows of one head (warp w owns rows [w, w + 1) * kRowsPerWarp); the key
 // tiles to visit come from the pre-pass list (tile_lists): skipped tiles cost nothing, full tiles

@@ -1,4 +1,4 @@
-// The forward launcher (STYLE.md 1): validates an AttentionStep, builds ForwardParams, runs the
+// The forward launcher: validates an AttentionStep, builds ForwardParams, runs the
 // per-tile pre-pass on the device (tile ranges -> per query tile, the list of key tiles that are
 // not skipped; a heaviest-first order of query tiles), then launches the kernel instance for
 // (head_dim, dtype, epilogue). No host synchronisation; scratch is stream-ordered.

@@ -1,6 +1,6 @@
-// The one parameter block of the forward kernel family (STYLE.md 2): trivially copyable, passed by
+// The one parameter block of the forward kernel family: trivially copyable, passed by
 // value as a __grid_constant__ kernel argument. Built by the launcher (forward_launch.cu) from an
-// AttentionStep; the math it drives is DESIGN.md §2 (direct) and §4 (merge).
+// AttentionStep; the math it drives is docs/design.md §2 (direct) and §4 (merge).
 //
 // Tensors are BSHD, contiguous; strides below are in elements.
 #pragma once
@@ -54,7 +54,7 @@ struct ForwardParams {
   int64_t kv_token_stride;  // elements between consecutive tokens of k / v: num_heads_kv * head_dim
 
   // ---- math ----
-  float scale;       // s = scale * <q, k> (DESIGN.md §2 (2))
+  float scale;       // s = scale * <q, k> (docs/design.md §2 (2))
   float scale_log2;  // scale * log2(e): exponentials are computed as exp2
   MaskSpec mask;     // causal / window; segments always apply
 };

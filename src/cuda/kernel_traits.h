@@ -1,4 +1,4 @@
-// Compile-time tile choices of the forward kernel (STYLE.md 3) and the one heuristic that picks
+// Compile-time tile choices of the forward kernel and the one heuristic that picks
 // them per head_dim. Host and device code include this header.
 //
 // A CTA owns kBlockM query rows of one head (kRowsPerWarp rows per warp, kMTiles m16 MMA row

@@ -1,4 +1,4 @@
-// Host-side tensors of a run: random inputs, reordering into shards and back (DESIGN.md §3).
+// Host-side tensors of a run: random inputs, reordering into shards and back (docs/design.md §3).
 //
 // A HostTensor is a flat byte buffer of `rows` rows, each of `tokens` tokens of `token_bytes`
 // bytes: BSHD tensors have rows = batch and token_bytes = heads * head_dim * dtype size; LSE

@@ -1,5 +1,5 @@
 // run_job: batch -> reorder -> shards -> CP forward/backward on `cp` ranks -> inverse reorder ->
-// verification against the single-device fp64 reference (DESIGN.md §3, §4, §7).
+// verification against the single-device fp64 reference (docs/design.md §3, §4, §7).
 #include <algorithm>
 #include <chrono>
 #include <mutex>

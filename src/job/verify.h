@@ -1,4 +1,4 @@
-// Verification of a run against the single-device fp64 reference (DESIGN.md §7).
+// Verification of a run against the single-device fp64 reference (docs/design.md §7).
 #pragma once
 
 #include <vector>

@@ -1,5 +1,5 @@
 // End-to-end tests of the `ringpack` binary (apps/): bad input exits 2 with one line naming the
-// value and leaves no output file; `layout` reproduces the DESIGN.md §3 examples; `plan --json`
+// value and leaves no output file; `layout` reproduces the docs/design.md §3 examples; `plan --json`
 // has its fields; the YAML config maps the seed system's names and flags override it; `run`
 // passes verification on small adversarial layouts for every strategy, reorder and dtype.
 //
@@ -181,7 +181,7 @@ TEST_F(CliTest, VerbosePrintsWhereTheErrorWasRaised) {
   EXPECT_NE(verbose.err.find("ringpack: where: "), std::string::npos) << verbose.err;
 }
 
-// ---- layout: DESIGN.md §3 examples ----------------------------------------------------------
+// ---- layout: docs/design.md §3 examples ----------------------------------------------------------
 
 TEST_F(CliTest, LayoutDualChunkSwapMatchesDesignExample) {
   const json layout = run_json("layout --seq-len 16 --cp 4 --reorder dual_chunk_swap --json");
@@ -329,7 +329,7 @@ TEST_F(CliTest, ConfigLayoutPathIsRelativeToTheConfigFile) {
 
 // ---- run ------------------------------------------------------------------------------------
 
-// Small layouts that stress CP (DESIGN.md §7), cp = 4.
+// Small layouts that stress CP (docs/design.md §7), cp = 4.
 struct RunLayout {
   std::string name;
   std::string json;

@@ -1,5 +1,5 @@
 // The ring and all_gather CP schedules (src/cp/) on the in-process communicator: every rank's
-// O, LSE, dQ, dK, dV match one whole-row step of the same backend (DESIGN.md §4); step skipping
+// O, LSE, dQ, dK, dV match one whole-row step of the same backend (docs/design.md §4); step skipping
 // leaves results unchanged; bytes sent; strategy names; validation errors release the other ranks.
 //
 // The backend here is a test double: naive loops over host memory (fp64 sums, fp32 storage),
@@ -40,7 +40,7 @@ class NaiveHostBackend : public AttentionBackend {
     RINGPACK_CHECK(dtype == DType::kF32, "naive_host runs fp32 only, got ", dtype_name(dtype));
   }
 
-  // Rule (1)-(4) of DESIGN.md §2 for this block, merged into the running accumulators.
+  // Rule (1)-(4) of docs/design.md §2 for this block, merged into the running accumulators.
   void forward(const AttentionStep& step, const ForwardAccumulators& acc) override {
     const AttentionDims& d = step.dims;
     const double scale = resolve_scale(step.scale, d.head_dim);
@@ -410,7 +410,7 @@ TEST(CpSchedules, PackedRowsMatchWholeRowForEveryStrategyAndCp) {
     for (int cp : kCps) {
       const std::string what = std::string(strategy_name(strategy)) + " cp=" + std::to_string(cp);
       const CpRun run = run_cp(p, strategy, cp, /*use_step_visible=*/false);
-      // cp = 1 runs the same single step as the whole-row call: bit-identical (STYLE.md 8).
+      // cp = 1 runs the same single step as the whole-row call: bit-identical.
       expect_results_close(run.results, expected, what, cp == 1 ? 0.0f : kTolerance);
       const int steps = strategy == Strategy::kRing ? cp : 1;
       for (int r = 0; r < cp; ++r) {

@@ -1,4 +1,4 @@
-// Batch validation (DESIGN.md §5), derived positions and the adversarial layouts themselves.
+// Batch validation (docs/design.md §5), derived positions and the adversarial layouts themselves.
 #include <gtest/gtest.h>
 
 #include "ringpack/error.h"

@@ -1,5 +1,5 @@
 // Tests for the packer (greedy first-fit over document-length sources) and layout-file loading
-// (packing.h; layout rules in DESIGN.md §1-2 and §5).
+// (packing.h; layout rules in docs/design.md §1-2 and §5).
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -366,7 +366,7 @@ TEST(LayoutFile, PositionsShapeMismatchIsRejected) {
 }
 
 TEST(LayoutFile, InvalidLayoutIsRejectedByValidation) {
-  // Segment 1 reappears after segment 2 started (DESIGN.md §5).
+  // Segment 1 reappears after segment 2 started (docs/design.md §5).
   const TempFile file(".json", R"({"segment_ids": [[1, 2, 1, 0]]})");
   EXPECT_THROW(load_layout_file(file.path()), Error);
   const std::string message = error_message([&] { load_layout_file(file.path()); });

@@ -1,4 +1,4 @@
-// Tests for the load-balance analysis, the cost model and `auto` (plan.h, DESIGN.md §3-4):
+// Tests for the load-balance analysis, the cost model and `auto` (plan.h, docs/design.md §3-4):
 // pair counts against brute force over rule (1), on adversarial layouts, every reorder and mask.
 #include <gtest/gtest.h>
 
@@ -127,7 +127,7 @@ bool is_legal(int seq_len, int cp, const ReorderSpec& spec) {
   }
 }
 
-// The standard benchmark heads (DESIGN.md §8): enough compute per token that balance, not the
+// The standard benchmark heads (docs/design.md §8): enough compute per token that balance, not the
 // transfers, decides the modelled time at a few thousand tokens.
 PlanConfig benchmark_config(int cp) {
   PlanConfig config;

@@ -1,4 +1,4 @@
-// The fp64 reference attention: hand-computed small cases (equations (2)-(4) of DESIGN.md §2
+// The fp64 reference attention: hand-computed small cases (equations (2)-(4) of docs/design.md §2
 // evaluated in the test), padding rows, gradients against central finite differences of
 // L = sum(dO * O), and the low-precision baseline.
 #include <gtest/gtest.h>

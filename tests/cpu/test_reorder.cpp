@@ -1,4 +1,4 @@
-// Reorder index maps against the worked examples of DESIGN.md §3, inverses, round trips, errors.
+// Reorder index maps against the worked examples of docs/design.md §3, inverses, round trips, errors.
 #include <gtest/gtest.h>
 
 #include <numeric>
@@ -40,7 +40,7 @@ TEST(Reorder, ContiguousIsIdentity) {
 }
 
 TEST(Reorder, PackedStripedExampleMovesIdsAndPositions) {
-  // DESIGN.md §3: cp = 2, striped ss = 1.
+  // docs/design.md §3: cp = 2, striped ss = 1.
   const std::vector<int32_t> ids{1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 0, 0};
   const std::vector<int32_t> pos{0, 1, 2, 3, 4, 5, 0, 1, 2, 3, 4, 5, 6, 7, 0, 0};
   const auto index = reorder_index(16, 2, {ReorderKind::kStriped, 1});

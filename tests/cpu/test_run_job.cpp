@@ -1,5 +1,5 @@
 // End to end: every strategy x reorder x packing x cp on fresh random inputs and on every
-// adversarial layout of DESIGN.md §7 — the inverse-reordered O, LSE, dQ, dK, dV of the CP run
+// adversarial layout of docs/design.md §7 — the inverse-reordered O, LSE, dQ, dK, dV of the CP run
 // match the single-device fp64 reference (compare_tensor's tolerances).
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-// classify_tile (src/core/tile_mask.h) against the brute-force rule (1) of DESIGN.md §2: kSkip
+// classify_tile (src/core/tile_mask.h) against the brute-force rule (1) of docs/design.md §2: kSkip
 // only when no pair of the two tiles is visible, kFull only when every pair is; and the common
 // full / skip cases are detected rather than left partial.
 #include <gtest/gtest.h>

@@ -517,7 +517,7 @@ DeviceBuffer random_bf16_buffer(size_t count, uint64_t seed) {
   return to_device(host);
 }
 
-// Throughput on the standard workloads of DESIGN.md §8 (bf16, 32 q heads, 8 kv heads, head_dim
+// Throughput on the standard workloads of docs/design.md §8 (bf16, 32 q heads, 8 kv heads, head_dim
 // 128, causal), atomic and deterministic dQ. A timing run, not a check: run it with
 // --gtest_also_run_disabled_tests --gtest_filter='*Throughput*'.
 TEST_F(CudaBackward, DISABLED_ThroughputStandardWorkloads) {

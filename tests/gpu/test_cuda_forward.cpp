@@ -1,4 +1,4 @@
-// The CUDA forward kernel against the fp64 reference (DESIGN.md §2, §7): adversarial layouts,
+// The CUDA forward kernel against the fp64 reference (docs/design.md §2, §7): adversarial layouts,
 // striped and dual_chunk_swap shards (non-contiguous positions), bf16 and fp16, head_dim
 // 64/128/256, GQA 1/4/8, B > 1, lengths that are not tile multiples, causal / non-causal /
 // window masks; direct and merge epilogues. Outputs are poisoned (NaN) before each run; errors

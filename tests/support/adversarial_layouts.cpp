@@ -1,4 +1,4 @@
-// Named adversarial layouts (DESIGN.md §7).
+// Named adversarial layouts (docs/design.md §7).
 #include "support/adversarial_layouts.h"
 
 #include <gtest/gtest.h>

@@ -1,4 +1,4 @@
-// Named adversarial layouts of DESIGN.md §7 and random packed batches, shared by the cpu and gpu
+// Named adversarial layouts of docs/design.md §7 and random packed batches, shared by the cpu and gpu
 // test binaries. A failing case prints its layout name, so the name is the repro.
 #pragma once
 
@@ -28,7 +28,7 @@ PackedBatch random_packed_batch(int batch, int seq_len, uint64_t seed);
 // placed left to right, the remainder of each row is tail padding.
 PackedBatch batch_from_lengths(const std::vector<std::vector<int>>& rows, int seq_len);
 
-// A seed derived from the running gtest's full name (STYLE.md 7).
+// A seed derived from the running gtest's full name.
 uint64_t seed_from_test_name();
 
 }  // namespace ringpack::testing
