@@ -11,8 +11,10 @@
 #include <chrono>
 #include <climits>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -170,7 +172,28 @@ class MpiCommunicator final : public Communicator {
     if (!failure_.empty()) RINGPACK_FAIL(failure_);
   }
   void abort() override {
-    if (!mpi_finalized()) MPI_Abort(comm_, kAbortStatus);
+    if (mpi_finalized()) return;
+    report_current_exception();
+    MPI_Abort(comm_, kAbortStatus);
+  }
+
+  // abort() does not return, so the error that led to it is printed here, as the CLI would
+  // print it ("ringpack: error: <message>", one line), naming this rank.
+  void report_current_exception() const {
+    const std::exception_ptr current = std::current_exception();
+    if (!current) return;
+    std::string message;
+    try {
+      std::rethrow_exception(current);
+    } catch (const std::exception& e) {
+      message = e.what();
+    } catch (...) {
+      message = "unknown exception";
+    }
+    std::replace(message.begin(), message.end(), '\n', ' ');
+    if (message.rfind("rank ", 0) != 0) message = detail::concat("rank ", rank_, ": ", message);
+    std::fprintf(stderr, "ringpack: error: %s\n", message.c_str());
+    std::fflush(stderr);
   }
 
   // Records the first failure (check_failures rethrows it) and throws it.

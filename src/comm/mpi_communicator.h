@@ -10,8 +10,11 @@
 // the chunk size (default 1 GiB, below MPI's int count limit) travel as several messages.
 //
 // Failures: MPI errors are returned, not fatal (MPI_ERRORS_RETURN), and become ringpack::Error.
-// abort() calls MPI_Abort: every rank of the job then exits with status 2. Open MPI's mpirun also
-// stops the whole job when one rank dies, so a dead peer ends the run even where no wait is
+// abort() calls MPI_Abort and does not return: every rank of the job then exits with status 2
+// (mpirun too). It is the one way to stop peers blocked in MPI, so a failed run calls it on the
+// way out; called while an exception is handled, it first prints that exception on stderr as
+// "ringpack: error: rank r: <message>" (the process has no other chance to). Open MPI's mpirun
+// also stops the whole job when one rank dies, so a dead peer ends the run even where no wait is
 // pending; a hung peer makes the waits of the others time out.
 #pragma once
 
