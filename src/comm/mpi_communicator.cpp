@@ -134,6 +134,7 @@ class MpiRequest final : public CommRequest {
   const size_t bytes_;
   std::vector<MPI_Request> requests_;  // MPI_REQUEST_NULL once complete
   std::vector<int> lengths_;
+  std::string error_;  // the MPI error or size mismatch a wait threw
 };
 
 class MpiCommunicator final : public Communicator {
@@ -264,8 +265,17 @@ bool MpiRequest::test() {
 }
 
 void MpiRequest::wait() {
+  if (!error_.empty()) RINGPACK_FAIL(error_);  // a failed request stays failed
   const double timeout = comm_.timeout_seconds();
-  if (poll_until(deadline_after(timeout), [&] { return test(); })) return;
+  const auto test_or_record = [&] {
+    try {
+      return test();
+    } catch (const Error& e) {
+      error_ = e.what();
+      throw;
+    }
+  };
+  if (poll_until(deadline_after(timeout), test_or_record)) return;
   comm_.fail(detail::concat("rank ", comm_.rank(), ": ", what(), " did not complete within ",
                             timeout, " s (--comm-timeout): rank ", peer_,
                             " may have died or hung"));

@@ -5,8 +5,8 @@
 //
 // Covered: ring exchange, FIFO order of one pair, exchange(), all_gather (also in place),
 // reduce_scatter_sum, barrier, the split of large messages (with a small chunk size), empty
-// messages, bytes_sent, size mismatches, and a receive that no rank sends, which must time out
-// with an Error naming the peer while the other ranks finish.
+// messages, bytes_sent, size mismatches, a receive that no rank sends, which must time out with an
+// Error naming the peer while the other ranks finish, and (run alone) abort().
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -269,6 +269,7 @@ TEST(MpiComm, SmallerMessageThanExpectedIsAnError) {
           << what;
     }
     EXPECT_THROW(comm->check_failures(), Error);
+    EXPECT_THROW(request->wait(), Error);  // still failed
   }
   meet();
 }
@@ -335,6 +336,23 @@ TEST(MpiComm, PeerOutOfRangeIsAnError) {
   EXPECT_THROW(make_mpi_communicator(0.0), Error);
   EXPECT_THROW(make_mpi_communicator(1.0, 0), Error);
   meet();
+}
+
+// abort() ends every rank of the job with status 2 and first prints the error being handled. Run
+// alone, by tests/mpi/run_cli_cases.sh (group abort): it ends the process.
+TEST(MpiComm, DISABLED_AbortStopsEveryRank) {
+  auto comm = make_mpi_communicator(kTestTimeoutSeconds);
+  if (comm->rank() == 1) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the others wait in MPI
+    try {
+      RINGPACK_FAIL("deliberate failure of the abort test");
+    } catch (const Error&) {
+      comm->abort();  // prints "ringpack: error: rank 1: deliberate failure ..." and exits
+    }
+    ADD_FAILURE() << "abort() returned";
+  }
+  comm->barrier();  // never completes: rank 1 aborts the job first
+  ADD_FAILURE() << "rank " << comm->rank() << " left the barrier although rank 1 aborted";
 }
 
 }  // namespace
