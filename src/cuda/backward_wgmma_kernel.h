@@ -139,7 +139,7 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
   // Heaviest key tiles first within each (kv head, head split); one head after the other keeps
   // the Q, dO and dq rows that concurrent CTAs touch in L2 (interleaving the heads, so that the
   // heaviest tiles of every head start first, measured about 20% slower on packed rows;
-  // docs/benchmarks.md, session 7).
+  // docs/history.md).
   const int slot = p.tile_order[blockIdx.x];
   const int batch = slot / p.num_tiles_k;
   const int n0 = (slot % p.num_tiles_k) * kBlockN;
