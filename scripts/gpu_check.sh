@@ -31,8 +31,8 @@ note "device: $(sed -n 2p "$OUT/device.txt")  commit: $COMMIT  mode: $MODE"
 
 # ---- build ----
 start=$(date +%s)
-cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-  -DCMAKE_PREFIX_PATH="$PWD/.deps/usr" -DRINGPACK_CUDA=ON >"$OUT/configure.log" 2>&1 ||
+cmake --preset cuda-hopper -B "$BUILD_DIR" -G Ninja -DCMAKE_PREFIX_PATH="$PWD/.deps/usr" \
+  >"$OUT/configure.log" 2>&1 ||
   { tail -30 "$OUT/configure.log"; note "configure: FAILED"; exit 1; }
 cmake --build "$BUILD_DIR" -j16 --target ringpack_gpu_tests ringpack_cli >"$OUT/build.log" 2>&1 ||
   { grep -E "error|FAILED" "$OUT/build.log" | head -40; note "build: FAILED"; exit 1; }

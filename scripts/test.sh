@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Builds (installing what is missing) and runs the test suite that needs no GPU: ctest -L cpu.
+# Builds (installing what is missing, scripts/setup.sh) and runs the tests that need no GPU:
+# the test preset of the same name as the build's preset (RINGPACK_PRESET, default "default"),
+# which runs ctest -L cpu in that preset's build folder.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
-ctest --test-dir "${RINGPACK_BUILD_DIR:-build}" -L cpu --output-on-failure -j "$(nproc)"
+ctest --preset "${RINGPACK_PRESET:-default}" -j "$(nproc)"
