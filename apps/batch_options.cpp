@@ -1,6 +1,7 @@
 // Shared batch options and the YAML config (see batch_options.h for the keys and precedence).
 #include "batch_options.h"
 
+#include <memory>
 #include <utility>
 
 #include "ringpack/error.h"
@@ -47,6 +48,44 @@ ConfigKeys::Setter store_path(std::string& field, const std::string& key) {
 }
 
 }  // namespace
+
+// ---- help layout ----------------------------------------------------------------------------
+
+std::string HelpFormatter::make_option_name(const CLI::Option* option, bool positional) const {
+  if (positional) return Formatter::make_option_name(option, positional);
+  std::string names;  // the names alone, without CLI11's "{value}" after a negated flag
+  for (const std::string& name : option->get_snames()) names += (names.empty() ? "-" : ",-") + name;
+  for (const std::string& name : option->get_lnames()) {
+    names += (names.empty() ? "--" : ",--") + name;
+  }
+  return names.empty() ? Formatter::make_option_name(option, positional) : names;
+}
+
+std::string HelpFormatter::make_option_opts(const CLI::Option* option) const {
+  std::string text = Formatter::make_option_opts(option);
+  const std::string value = option->get_default_str();
+  // Flags and options with their own text (add_toggle) are left as they are.
+  if (option->get_type_size() == 0 || value.empty() || !option->get_option_text().empty()) {
+    return text;
+  }
+  // CLI11 writes "TYPE=value"; a list default is already bracketed, an empty list shows nothing.
+  const std::string inline_default = "=" + value;
+  const size_t at = text.find(inline_default);
+  if (at == std::string::npos) return text;
+  std::string shown;
+  if (value != "[]") shown = value.front() == '[' ? " " + value : " [" + value + "]";
+  return text.replace(at, inline_default.size(), shown);
+}
+
+CLI::Option* add_toggle(CLI::App& command, const std::string& flag_names, bool& field,
+                        const std::string& help) {
+  const size_t comma = flag_names.find(",!");
+  RINGPACK_CHECK(comma != std::string::npos, "internal: toggle '", flag_names,
+                 "' is not of the form --name,!--no-name");
+  const std::string on = flag_names.substr(0, comma);
+  const std::string off = flag_names.substr(comma + 2);
+  return command.add_flag(flag_names, field, help)->option_text("[" + (field ? on : off) + "]");
+}
 
 template <class T>
 T yaml_value(const YAML::Node& node, const std::string& key) {
@@ -144,6 +183,7 @@ BatchFlags::BatchFlags() {
 }
 
 void BatchFlags::add_to(CLI::App& command, ConfigKeys& keys) {
+  command.formatter(std::make_shared<HelpFormatter>());
   // Registers `--flag` bound to `field`, and its config key.
   const auto option = [&](const std::string& flag, auto& field, const std::string& help,
                           const std::string& group) {
@@ -154,7 +194,7 @@ void BatchFlags::add_to(CLI::App& command, ConfigKeys& keys) {
   // A --name / --no-name pair (flag_names: "--name,!--no-name").
   const auto toggle = [&](const std::string& flag_names, const std::string& key, bool& field,
                           const std::string& help, const std::string& group) {
-    CLI::Option* added = command.add_flag(flag_names, field, help)->group(group);
+    CLI::Option* added = add_toggle(command, flag_names, field, help)->group(group);
     keys.add(key, added, store_into(field, key));
     return added;
   };

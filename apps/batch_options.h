@@ -78,7 +78,24 @@ ConfigKeys::Setter store_into(T& field, const std::string& key) {
   };
 }
 
+// The help layout of ringpack's commands. An option shows its default in brackets after its type
+// ("--seq-len INT [4096]"), and a --name / --no-name pair shows the flag in effect when neither is
+// given ("--packing,--no-packing [--packing]", see add_toggle). CLI11's own layout prints such a
+// pair as "--packing,--no-packing{false}" (the value that --no-packing stores), which reads as if
+// the default were off.
+class HelpFormatter : public CLI::Formatter {
+ public:
+  std::string make_option_name(const CLI::Option* option, bool positional) const override;
+  std::string make_option_opts(const CLI::Option* option) const override;
+};
+
+// Adds the pair `flag_names` = "--name,!--no-name" bound to `field`; its help names the flag that
+// gives field's current value (the default), e.g. "[--name]".
+CLI::Option* add_toggle(CLI::App& command, const std::string& flag_names, bool& field,
+                        const std::string& help);
+
 // The shared options of run, plan and layout, as given on the command line or in the config.
+// add_to also gives the command the HelpFormatter.
 class BatchFlags {
  public:
   BatchFlags();

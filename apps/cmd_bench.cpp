@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "batch_options.h"
 #include "commands.h"
 #include "core/pair_count.h"
 #include "ringpack/attention.h"
@@ -492,6 +493,7 @@ void add_bench_command(CLI::App& app) {
   CLI::App* command = app.add_subcommand(
       "bench", "time the CUDA forward and backward on the standard workloads (docs/design.md §8)");
   auto state = std::make_shared<BenchCommand>();
+  command->formatter(std::make_shared<HelpFormatter>());
   command->add_option("--workloads", state->workloads, "dense-<N>k / packed-<N>k names")
       ->delimiter(',');
   command->add_option("--heads-q", state->num_heads_q, "query heads");

@@ -67,14 +67,15 @@ void add_run_command(CLI::App& app) {
   state->verify_option =
       command
           ->add_flag("--verify,!--no-verify", state->verify_flag,
-                     "compare with the fp64 reference (default: when the reference is cheap)")
+                     "compare with the fp64 reference (auto: when the reference is cheap)")
+          ->option_text("[auto]")
           ->group(group);
   state->keys.add("verify", state->verify_option,
                   [state = state.get()](const YAML::Node& node, const std::filesystem::path&) {
                     state->verify = yaml_value<bool>(node, "verify");
                   });
   CLI::Option* backward =
-      command->add_flag("--backward,!--no-backward", state->backward, "run the backward pass")
+      add_toggle(*command, "--backward,!--no-backward", state->backward, "run the backward pass")
           ->group(group);
   state->keys.add("backward", backward, store_into(state->backward, "backward"));
   CLI::Option* deterministic =
