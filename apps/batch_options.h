@@ -13,7 +13,8 @@
 // Keys are applied in the order they are registered (not file order), so the load-balance rule
 // holds wherever the keys appear. Relative file paths in the config (layout, lengths_file) are
 // resolved against the config file's folder. Keys of `run` only (backend, threads, verify,
-// backward, deterministic) are accepted and ignored by plan and layout, so one file serves all.
+// backward, deterministic, the CUDA kernel keys of kernel_flags.h, ...: kRunOnlyConfigKeys) are
+// accepted and ignored by plan and layout, so one file serves all.
 #pragma once
 
 #include <yaml-cpp/yaml.h>
@@ -30,8 +31,15 @@
 namespace ringpack::cli {
 
 // Config keys of `run` only; plan and layout accept and ignore them.
-inline constexpr const char* kRunOnlyConfigKeys[] = {"backend", "threads", "verify", "backward",
-                                                     "deterministic"};
+inline constexpr const char* kRunOnlyConfigKeys[] = {"backend",
+                                                     "threads",
+                                                     "verify",
+                                                     "backward",
+                                                     "deterministic",
+                                                     "forward_loop",
+                                                     "backward_loop",
+                                                     "backward_grad_add",
+                                                     "backward_head_splits"};
 
 // Where and how a command writes its result.
 struct OutputOptions {

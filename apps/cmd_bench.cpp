@@ -22,6 +22,8 @@
 #include "batch_options.h"
 #include "commands.h"
 #include "core/pair_count.h"
+#include "core/random.h"
+#include "kernel_flags.h"
 #include "ringpack/attention.h"
 #include "ringpack/dtype.h"
 #include "ringpack/error.h"
@@ -33,6 +35,7 @@
 #include "cuda/backward_api.h"
 #include "cuda/cuda_check.h"
 #include "cuda/forward_api.h"
+#include "cuda/kernel_options.h"
 #endif
 
 namespace ringpack::cli {
@@ -61,6 +64,7 @@ struct BenchCommand {
   std::string peers_file;
   std::string json_file;
   std::string commit = "unknown";
+  KernelFlags kernels;
 };
 
 struct Workload {
@@ -141,19 +145,9 @@ json layouts_json(const std::vector<Workload>& workloads, const BenchCommand& c)
 
 #ifdef RINGPACK_WITH_CUDA
 
-// Random bf16/fp16 bits uniform in [-1, 1): a xorshift stream (fast enough for 2^28 elements).
-std::vector<uint16_t> random_bits(size_t count, DType dtype, uint64_t seed) {
-  std::vector<uint16_t> bits(count);
-  uint64_t state = seed * 0x9E3779B97F4A7C15ull + 1;
-  constexpr double kTwoPow53 = 9007199254740992.0;
-  for (size_t i = 0; i < count; ++i) {
-    state ^= state << 13;
-    state ^= state >> 7;
-    state ^= state << 17;
-    const float x = float(double(state >> 11) / kTwoPow53 * 2.0 - 1.0);
-    bits[i] = dtype == DType::kBF16 ? float_to_bf16(x) : float_to_fp16(x);
-  }
-  return bits;
+// Inputs uniform in [-1, 1), rounded to dtype.
+std::vector<std::byte> random_input(size_t count, DType dtype, uint64_t seed) {
+  return to_dtype_bytes(random_uniform(count, seed), dtype);
 }
 
 struct DeviceArray {
@@ -210,13 +204,13 @@ Timing time_it(int warmup, int reps, cudaStream_t stream, Fn&& fn) {
 // Largest relative error (||o - ref|| / ||ref|| per row) of the device O over sampled
 // (token, head) rows, against fp64 sums over the visible keys.
 double sampled_forward_error(const Workload& w, const BenchCommand& c, DType dtype,
-                             const std::vector<uint16_t>& q, const std::vector<uint16_t>& k,
-                             const std::vector<uint16_t>& v, const std::vector<uint16_t>& out) {
+                             const std::vector<std::byte>& q, const std::vector<std::byte>& k,
+                             const std::vector<std::byte>& v, const std::vector<std::byte>& out) {
   const int s = w.batch.seq_len;
   const int d = c.head_dim;
   const double scale = resolve_scale(0.0f, d);
-  const auto value = [&](const std::vector<uint16_t>& bits, size_t i) {
-    return double(dtype == DType::kBF16 ? bf16_to_float(bits[i]) : fp16_to_float(bits[i]));
+  const auto value = [&](const std::vector<std::byte>& bytes, size_t i) {
+    return double(load_element(bytes.data(), dtype, i));
   };
   double worst = 0.0;
   uint64_t state = 12345;
@@ -258,17 +252,21 @@ double sampled_forward_error(const Workload& w, const BenchCommand& c, DType dty
   return worst;
 }
 
-Result bench_ours(const Workload& w, const BenchCommand& c, DType dtype) {
-  cuda::check_forward_supported(dtype, c.head_dim);
+Result bench_ours(const Workload& w, const BenchCommand& c, DType dtype,
+                  const BackendOptions& options) {
+  const cuda::KernelOptions kernels = cuda::kernel_options(options);
+  int device = 0;
+  RINGPACK_CUDA_CHECK(cudaGetDevice(&device));
+  cuda::check_supported(dtype, c.head_dim, c.backward, kernels, device);
   const int s = w.batch.seq_len;
   AttentionDims dims{1, s, s, c.num_heads_q, c.num_heads_kv, c.head_dim};
   const size_t q_count = size_t(s) * c.num_heads_q * c.head_dim;
   const size_t kv_count = size_t(s) * c.num_heads_kv * c.head_dim;
   const size_t lse_count = size_t(s) * c.num_heads_q;
-  const std::vector<uint16_t> q = random_bits(q_count, dtype, 1);
-  const std::vector<uint16_t> k = random_bits(kv_count, dtype, 2);
-  const std::vector<uint16_t> v = random_bits(kv_count, dtype, 3);
-  const std::vector<uint16_t> dout = random_bits(q_count, dtype, 4);
+  const std::vector<std::byte> q = random_input(q_count, dtype, 1);
+  const std::vector<std::byte> k = random_input(kv_count, dtype, 2);
+  const std::vector<std::byte> v = random_input(kv_count, dtype, 3);
+  const std::vector<std::byte> dout = random_input(q_count, dtype, 4);
   auto d_q = upload(q), d_k = upload(k), d_v = upload(v), d_dout = upload(dout);
   auto d_seg = upload(w.batch.segment_ids), d_pos = upload(w.batch.positions);
   DeviceArray d_out(q_count * 2), d_lse(lse_count * 4), d_delta(lse_count * 4);
@@ -290,9 +288,9 @@ Result bench_ours(const Workload& w, const BenchCommand& c, DType dtype) {
   r.workload = w.name;
   r.impl = "ringpack";
   r.fwd = time_it(c.warmup, c.reps, stream, [&] {
-    cuda::run_forward_direct(step, d_out.ptr, static_cast<float*>(d_lse.ptr), stream);
+    cuda::run_forward_direct(step, d_out.ptr, static_cast<float*>(d_lse.ptr), kernels, stream);
   });
-  std::vector<uint16_t> out(q_count);
+  std::vector<std::byte> out(q_count * 2);
   RINGPACK_CUDA_CHECK(cudaStreamSynchronize(stream));
   RINGPACK_CUDA_CHECK(cudaMemcpy(out.data(), d_out.ptr, q_count * 2, cudaMemcpyDeviceToHost));
   r.check_err = sampled_forward_error(w, c, dtype, q, k, v, out);
@@ -309,7 +307,7 @@ Result bench_ours(const Workload& w, const BenchCommand& c, DType dtype) {
     r.bwd = time_it(c.warmup, c.reps, stream, [&] {
       cuda::run_delta(d_dout->ptr, d_out.ptr, dtype, dims, static_cast<float*>(d_delta.ptr),
                       stream);
-      cuda::run_backward(step, in, acc, false, stream);
+      cuda::run_backward(step, in, acc, kernels, stream);
     });
     r.has_bwd = true;
   }
@@ -328,7 +326,7 @@ std::string device_name() {
 
 #else
 
-Result bench_ours(const Workload&, const BenchCommand&, DType) {
+Result bench_ours(const Workload&, const BenchCommand&, DType, const BackendOptions&) {
   RINGPACK_FAIL("ringpack was built without CUDA; rebuild with -DRINGPACK_CUDA=ON to benchmark");
 }
 
@@ -368,6 +366,8 @@ std::string fixed(double x, int digits) {
 
 void run(const BenchCommand& c) {
   const DType dtype = parse_dtype(c.dtype);
+  BackendOptions kernels;  // the CUDA kernel choices of the flags; other fields keep defaults
+  c.kernels.apply(kernels);
   std::vector<Workload> workloads;
   for (const std::string& name : c.workloads) workloads.push_back(make_workload(name));
   if (!c.layouts_out.empty()) {
@@ -381,7 +381,7 @@ void run(const BenchCommand& c) {
   for (const Workload& w : workloads) {
     std::cerr << "[ringpack] bench " << w.name << " (" << w.documents << " documents, " << w.pairs
               << " visible pairs)" << std::endl;
-    results.push_back(bench_ours(w, c, dtype));
+    results.push_back(bench_ours(w, c, dtype, kernels));
   }
   std::string peer_device;
   std::vector<Result> peers;
@@ -405,6 +405,7 @@ void run(const BenchCommand& c) {
         << ", causal document mask\n"
         << "# commit " << c.commit << "; CUDA events, " << c.warmup << " warm-up + " << c.reps
         << " reps, median ms (min-max)\n"
+        << "# kernels: " << c.kernels.describe() << "\n"
         << "# TFLOP/s = 4 * head_dim * num_heads_q * visible_pairs / time (fwd); bwd 2.5x fwd\n"
         << "# ours: fwd = tile pre-pass + kernel (direct epilogue); bwd = delta + backward;"
         << " pass = sampled rows vs fp64 (rel err <= " << kSampleTolerance << ")\n";
@@ -477,6 +478,7 @@ void run(const BenchCommand& c) {
     out.erase("workloads");
     out["device"] = device_name();
     out["commit"] = c.commit;
+    out["kernels"] = c.kernels.describe();
     out["formula"] = "fwd TFLOP/s = 4*head_dim*num_heads_q*pairs/time; bwd = 2.5x";
     out["results"] = json_results;
     std::ofstream file(c.json_file);
@@ -511,6 +513,7 @@ void add_bench_command(CLI::App& app) {
   command->add_option("--peers", state->peers_file, "peer timings from bench/peers.py (JSON)");
   command->add_option("--json", state->json_file, "also write the results as JSON");
   command->add_option("--commit", state->commit, "commit named in the table header");
+  state->kernels.add_to(*command, "CUDA kernels", nullptr);
   command->callback([state] { run(*state); });
 }
 

@@ -7,6 +7,7 @@
 #include "batch_options.h"
 #include "commands.h"
 #include "json_report.h"
+#include "kernel_flags.h"
 #include "output_file.h"
 #include "text_report.h"
 
@@ -19,6 +20,7 @@ struct RunCommand {
   std::string backend = backend_kind_name(RunOptions{}.backend);
   int threads = BackendOptions{}.num_threads;
   bool deterministic = BackendOptions{}.deterministic;
+  KernelFlags kernels;
   std::optional<bool> verify = RunOptions{}.verify;  // unset: the job decides
   bool verify_flag = true;                           // --verify / --no-verify
   const CLI::Option* verify_option = nullptr;
@@ -32,6 +34,7 @@ void run(RunCommand& command) {
   options.backend = parse_backend_kind(command.backend);
   options.backend_options.num_threads = command.threads;
   options.backend_options.deterministic = command.deterministic;
+  command.kernels.apply(options.backend_options);
   options.verify = command.verify_option->count() > 0 ? command.verify_flag : command.verify;
   options.backward = command.backward;
 
@@ -84,6 +87,7 @@ void add_run_command(CLI::App& app) {
   state->keys.add("deterministic", deterministic,
                   store_into(state->deterministic, "deterministic"));
   command->add_flag("--quiet", state->quiet, "no progress lines on stderr")->group(group);
+  state->kernels.add_to(*command, "CUDA kernels", &state->keys);
 
   command->callback([state] { run(*state); });
 }

@@ -7,8 +7,9 @@
 #     profile (or PROFILE=1 with any mode) = ncu of one forward and one backward launch
 #   env: OUT (log dir), COMMIT (named in the bench table), BUILD_DIR (default build-gpu),
 #        BENCH_WORKLOADS (default dense-16k,packed-16k,packed-64k), BENCH_REPS (default 30),
-#        BENCH_VARIANTS="A=1;B=2 C=3" also benches ours under each set of environment
-#        settings (A/B in one run), e.g. RINGPACK_FORWARD_MMA_SYNC=1, RINGPACK_BACKWARD_HEAD_SPLITS=1
+#        BENCH_VARIANTS="--flag a;--flag b --other c" also benches ours under each set of
+#        `ringpack bench` kernel flags (A/B in one run), e.g. "--forward-loop mma_sync
+#        --backward-loop mma_sync;--backward-head-splits 2;--backward-grad-add atomics"
 # Needs .deps/ from scripts/fetch_device_deps.sh (CLI11, nlohmann-json, yaml-cpp) on machines
 # without network.
 set -uo pipefail
@@ -78,10 +79,10 @@ if [[ "$MODE" == all || "$MODE" == bench || "$MODE" == quick ]]; then
   fi
   IFS=';' read -ra VARIANTS <<<"${BENCH_VARIANTS:-}"
   for i in "${!VARIANTS[@]}"; do
-    read -ra settings <<<"${VARIANTS[$i]}"
-    env "${settings[@]}" "$CLI" bench --workloads "$WORKLOADS" --reps "$REPS" \
+    read -ra flags <<<"${VARIANTS[$i]}"
+    "$CLI" bench --workloads "$WORKLOADS" --reps "$REPS" "${flags[@]}" \
       --commit "$COMMIT (${VARIANTS[$i]})" >"$OUT/bench_variant_$i.txt" 2>&1
-    note "ours with ${VARIANTS[$i]}:"
+    note "ours with ${VARIANTS[$i]}: exit $?"
     grep -E "^(workload|dense|packed)" "$OUT/bench_variant_$i.txt" >>"$SUMMARY"
   done
   PEERS=(); [[ -s "$OUT/peers.json" ]] && PEERS=(--peers "$OUT/peers.json")

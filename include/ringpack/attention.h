@@ -77,8 +77,9 @@ class AttentionBackend {
 
   virtual std::string name() const = 0;
   virtual MemorySpace memory_space() const = 0;
-  // Throws ringpack::Error naming the value when this backend cannot run the configuration.
-  virtual void check_supported(DType dtype, int head_dim) const = 0;
+  // Throws ringpack::Error naming the value and the fix when this backend cannot run the forward
+  // of the configuration, or, with `backward`, its backward too. Called before any work starts.
+  virtual void check_supported(DType dtype, int head_dim, bool backward) const = 0;
 
   virtual void forward(const AttentionStep& step, const ForwardAccumulators& acc) = 0;
   virtual void backward(const AttentionStep& step, const BackwardInputs& in,
@@ -102,10 +103,39 @@ class AttentionBackend {
   virtual void synchronize() = 0;
 };
 
+// CUDA: the main loop a kernel family runs.
+enum class MainLoop {
+  kAuto,     // Hopper's (wgmma, TMA) where the device, head_dim and tensors allow it, else mma.sync
+  kWgmma,    // Hopper's, or ringpack::Error naming what prevents it
+  kMmaSync,  // the portable mma.sync loop
+};
+const char* main_loop_name(MainLoop loop);  // "auto", "wgmma", "mma_sync"
+MainLoop parse_main_loop(std::string_view name);
+
+// CUDA: how the Hopper backward adds dQ, dK and dV into the fp32 accumulators.
+enum class GradientAdd {
+  kAuto,     // TMA tensor reductions where TMA can describe the accumulators, else atomics
+  kTma,      // TMA tensor reductions of tiles staged in shared memory, or ringpack::Error
+  kAtomics,  // float2 atomics from registers
+};
+const char* gradient_add_name(GradientAdd add);  // "auto", "tma", "atomics"
+GradientAdd parse_gradient_add(std::string_view name);
+
 struct BackendOptions {
   int num_threads = 0;  // CPU backends: worker threads per call (0 = hardware concurrency)
   int device = 0;       // CUDA: device ordinal
   bool deterministic = false;
+  // CUDA: the forward's main loop (Hopper kernels: head_dim 64 and 128 on compute capability 9.x).
+  MainLoop forward_loop = MainLoop::kAuto;
+  // CUDA: the backward's main loop (Hopper kernel: head_dim 128, not deterministic).
+  MainLoop backward_loop = MainLoop::kAuto;
+  // CUDA: how the Hopper backward adds its gradients (the mma.sync backward uses atomics, so kTma
+  // needs the Hopper backward).
+  GradientAdd backward_grad_add = GradientAdd::kAuto;
+  // CUDA: CTAs per (key tile, kv head) of the backward's dK/dV kernel, each walking its share of
+  // the GQA group; a divisor of num_heads_q / num_heads_kv. 0 = one per query head (deterministic:
+  // one per group, the only value it accepts besides 0).
+  int backward_head_splits = 0;
 };
 
 std::unique_ptr<AttentionBackend> make_backend(BackendKind kind, const BackendOptions& options);

@@ -14,6 +14,7 @@
 #include "ringpack/packing.h"
 #include "ringpack/plan.h"
 #include "ringpack/reorder.h"
+#include "ringpack/tensor_error.h"
 
 namespace ringpack {
 
@@ -54,18 +55,6 @@ struct RunOptions {
   // enough for the machine (the default size is), off otherwise (the report says so).
   std::optional<bool> verify;
   bool backward = true;
-};
-
-// Error of one tensor against the fp64 reference, and the tolerance it was held to.
-struct TensorError {
-  std::string name;  // "out", "lse", "dq", "dk", "dv"
-  double max_abs_err = 0.0;
-  double rel_err = 0.0;           // ||x - ref|| / ||ref||
-  double baseline_rel_err = 0.0;  // the reference's own error in the run's dtype
-  double tolerance = 0.0;         // rel_err must be <= tolerance
-  int64_t masked_mismatches = 0;  // rows where exactly one side has no visible key
-  bool passed = false;
-  std::string worst;  // where max_abs_err occurs: row, token, head, dim, expected, got
 };
 
 struct RankReport {

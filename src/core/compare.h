@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "ringpack/dtype.h"
-#include "ringpack/job.h"
+#include "ringpack/tensor_error.h"
 
 namespace ringpack {
 

@@ -7,7 +7,9 @@
 namespace ringpack {
 namespace {
 
-void check_shard(const ShardInputs& in, AttentionBackend& backend, const Communicator& comm) {
+// `backward`: the shard is about to run the backward (the forward's checks apply too).
+void check_shard(const ShardInputs& in, AttentionBackend& backend, const Communicator& comm,
+                 bool backward) {
   const AttentionDims& dims = in.dims;
   RINGPACK_CHECK(dims.batch > 0 && dims.seqlen_q > 0 && dims.num_heads_q > 0 &&
                      dims.num_heads_kv > 0 && dims.head_dim > 0,
@@ -25,7 +27,7 @@ void check_shard(const ShardInputs& in, AttentionBackend& backend, const Communi
   RINGPACK_CHECK(in.q != nullptr && in.k != nullptr && in.v != nullptr &&
                      in.segment_ids != nullptr && in.positions != nullptr,
                  "shard inputs q, k, v, segment_ids and positions must all be set");
-  backend.check_supported(in.dtype, dims.head_dim);
+  backend.check_supported(in.dtype, dims.head_dim, backward);
 }
 
 // Resets stats, runs the schedule, and records the bytes sent and the total time.
@@ -44,7 +46,7 @@ void run_schedule(Communicator& comm, ScheduleStats& stats, Schedule&& schedule)
 
 void cp_forward(Strategy strategy, const ShardInputs& in, AttentionBackend& backend,
                 Communicator& comm, const ForwardOutputs& out, ScheduleStats& stats) {
-  check_shard(in, backend, comm);
+  check_shard(in, backend, comm, /*backward=*/false);
   RINGPACK_CHECK(out.out != nullptr && out.lse != nullptr,
                  "forward outputs out and lse must both be set");
   run_schedule(comm, stats, [&] {
@@ -61,7 +63,7 @@ void cp_forward(Strategy strategy, const ShardInputs& in, AttentionBackend& back
 void cp_backward(Strategy strategy, const ShardInputs& in, const void* out, const float* lse,
                  const void* dout, AttentionBackend& backend, Communicator& comm,
                  const BackwardOutputs& grads, ScheduleStats& stats) {
-  check_shard(in, backend, comm);
+  check_shard(in, backend, comm, /*backward=*/true);
   RINGPACK_CHECK(out != nullptr && lse != nullptr && dout != nullptr,
                  "backward inputs out, lse and dout must all be set");
   RINGPACK_CHECK(grads.dq != nullptr && grads.dk != nullptr && grads.dv != nullptr,

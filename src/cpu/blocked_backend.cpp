@@ -347,7 +347,7 @@ class BlockedBackend final : public HostBackend {
       : num_threads_(resolve_num_threads(options.num_threads)) {}
 
   std::string name() const override { return "cpu"; }
-  void check_supported(DType, int head_dim) const override {
+  void check_supported(DType, int head_dim, bool /*backward*/) const override {
     RINGPACK_CHECK(head_dim >= 1, "cpu backend: head_dim ", head_dim, " must be >= 1");
   }
 

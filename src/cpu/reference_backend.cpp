@@ -47,7 +47,7 @@ struct WideStep {
 class ReferenceBackend final : public HostBackend {
  public:
   std::string name() const override { return "reference"; }
-  void check_supported(DType, int head_dim) const override {
+  void check_supported(DType, int head_dim, bool /*backward*/) const override {
     RINGPACK_CHECK(head_dim >= 1, "reference backend: head_dim ", head_dim, " must be >= 1");
   }
 

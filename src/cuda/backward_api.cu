@@ -4,13 +4,10 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
-#include <cstdlib>
-
 #include "cuda/backward_api.h"
 #include "cuda/backward_launch.h"
 #include "cuda/backward_params.h"
 #include "cuda/backward_traits.h"
-#include "cuda/backward_wgmma_launch.h"
 #include "ringpack/error.h"
 
 namespace ringpack::cuda {
@@ -18,8 +15,22 @@ namespace {
 
 constexpr float kLog2e = 1.4426950408889634f;
 
+// CTAs per (key tile, kv head) of the dK/dV kernels: options.backward_head_splits when given (it
+// must divide the GQA group, and be 1 when deterministic), else backward_head_splits.
+int resolve_head_splits(const KernelOptions& options, int group_size) {
+  const int splits = options.backward_head_splits;
+  if (splits == 0) return backward_head_splits(group_size, options.deterministic);
+  RINGPACK_CHECK(splits > 0 && group_size % splits == 0, "--backward-head-splits ", splits,
+                 " must divide the GQA group size ", group_size,
+                 " (num_heads_q / num_heads_kv); use a divisor, or 0 for the default");
+  RINGPACK_CHECK(!options.deterministic || splits == 1, "--backward-head-splits ", splits,
+                 " with --deterministic: the deterministic backward adds dK/dV from one CTA per "
+                 "kv head; use 0 or 1");
+  return splits;
+}
+
 BackwardParams make_backward_params(const AttentionStep& step, const BackwardInputs& in,
-                                    const BackwardAccumulators& acc) {
+                                    const BackwardAccumulators& acc, const KernelOptions& options) {
   const AttentionDims& d = step.dims;
   check_attention_step(step, "cuda");
   RINGPACK_CHECK(in.dout && in.lse && in.delta,
@@ -47,6 +58,7 @@ BackwardParams make_backward_params(const AttentionStep& step, const BackwardInp
   p.num_heads_kv = d.num_heads_kv;
   p.head_dim = d.head_dim;
   p.group_size = d.num_heads_q / d.num_heads_kv;
+  p.head_splits = resolve_head_splits(options, p.group_size);
   p.mask = step.mask;
   p.scale = resolve_scale(step.scale, d.head_dim);
   p.scale_log2 = p.scale * kLog2e;
@@ -56,46 +68,38 @@ BackwardParams make_backward_params(const AttentionStep& step, const BackwardInp
 }
 
 template <class Element>
-void dispatch_head_dim(const BackwardParams& p, bool deterministic, cudaStream_t stream) {
+void dispatch_head_dim(const BackwardParams& p, const KernelOptions& options, cudaStream_t stream) {
   switch (p.head_dim) {
     case 64:
-      run_backward_instance<Element, 64>(p, deterministic, stream);
+      run_backward_instance<Element, 64>(p, options, stream);
       break;
     case 128:
-      run_backward_instance<Element, 128>(p, deterministic, stream);
+      run_backward_instance<Element, 128>(p, options, stream);
       break;
     default:
-      RINGPACK_FAIL("CUDA backward: head_dim = ", p.head_dim,
-                    " is not supported; use 64 or 128 (or the cpu backend)");
+      RINGPACK_FAIL("unreachable: check_backward_supported accepted head_dim ", p.head_dim);
   }
 }
 
 }  // namespace
 
-int backward_wgmma_head_splits(int group_size) {
-  const char* value = std::getenv("RINGPACK_BACKWARD_HEAD_SPLITS");
-  if (value != nullptr) {
-    const int splits = std::atoi(value);
-    RINGPACK_CHECK(splits > 0 && group_size % splits == 0, "RINGPACK_BACKWARD_HEAD_SPLITS=", value,
-                   " must divide the GQA group size ", group_size);
-    return splits;
-  }
-  return backward_head_splits(group_size, /*deterministic=*/false);
+void check_backward_supported(DType dtype, int head_dim) {
+  RINGPACK_CHECK(dtype == DType::kBF16 || dtype == DType::kF16, "dtype ", dtype_name(dtype),
+                 " is not supported by the CUDA backward; use --dtype bf16 or --dtype fp16");
+  RINGPACK_CHECK(head_dim == 64 || head_dim == 128, "head_dim ", head_dim,
+                 " is not supported by the CUDA backward (64 or 128; only the forward runs 256); "
+                 "use --head-dim 64 or 128, or --no-backward");
 }
 
 void run_backward(const AttentionStep& step, const BackwardInputs& in,
-                  const BackwardAccumulators& acc, bool deterministic, cudaStream_t stream) {
-  const BackwardParams p = make_backward_params(step, in, acc);
-  switch (step.dtype) {
-    case DType::kBF16:
-      dispatch_head_dim<__nv_bfloat16>(p, deterministic, stream);
-      break;
-    case DType::kF16:
-      dispatch_head_dim<__half>(p, deterministic, stream);
-      break;
-    default:
-      RINGPACK_FAIL("CUDA backward: dtype ", dtype_name(step.dtype),
-                    " is not supported; use bf16 or fp16 (or the cpu backend)");
+                  const BackwardAccumulators& acc, const KernelOptions& options,
+                  cudaStream_t stream) {
+  check_backward_supported(step.dtype, step.dims.head_dim);
+  const BackwardParams p = make_backward_params(step, in, acc, options);
+  if (step.dtype == DType::kBF16) {
+    dispatch_head_dim<__nv_bfloat16>(p, options, stream);
+  } else {
+    dispatch_head_dim<__half>(p, options, stream);
   }
 }
 

@@ -5,6 +5,7 @@
 
 #include <cuda_runtime.h>
 
+#include "cuda/kernel_options.h"
 #include "ringpack/attention.h"
 
 namespace ringpack::cuda {
@@ -16,9 +17,15 @@ void run_delta(const void* dout, const void* out, DType dtype, const AttentionDi
                float* delta, cudaStream_t stream);
 
 // Adds this step's dQ, dK, dV into the fp32 accumulators of `acc` (+=, never overwritten).
-// `in.lse` is the final forward LSE, `in.delta` the output of run_delta. With `deterministic`,
-// dQ is reduced without atomics and repeated runs are bit-identical.
+// `in.lse` is the final forward LSE, `in.delta` the output of run_delta. With
+// options.deterministic, dQ is reduced without atomics and repeated runs are bit-identical; the
+// other backward fields of `options` pick the kernel (kernel_options.h).
 void run_backward(const AttentionStep& step, const BackwardInputs& in,
-                  const BackwardAccumulators& acc, bool deterministic, cudaStream_t stream);
+                  const BackwardAccumulators& acc, const KernelOptions& options,
+                  cudaStream_t stream);
+
+// Throws ringpack::Error naming the value and the fix unless the backward kernels support the
+// dtype and head_dim (bf16 / fp16; 64, 128). check_supported (kernel_options.h) adds the options.
+void check_backward_supported(DType dtype, int head_dim);
 
 }  // namespace ringpack::cuda

@@ -6,11 +6,14 @@
 #include <cuda_runtime.h>
 
 #include "cuda/backward_params.h"
+#include "cuda/kernel_options.h"
 
 namespace ringpack::cuda {
 
 // params: every field but ranges_q/ranges_k/num_tiles_q/num_tiles_k, which are filled here.
+// options: the main loop, the gradient adds and the mode (kernel_options.h).
 template <class Element, int kHeadDim>
-void run_backward_instance(BackwardParams params, bool deterministic, cudaStream_t stream);
+void run_backward_instance(BackwardParams params, const KernelOptions& options,
+                           cudaStream_t stream);
 
 }  // namespace ringpack::cuda

@@ -11,21 +11,24 @@
 #include "cuda/backward_traits.h"
 #include "cuda/backward_wgmma_launch.h"
 #include "cuda/cuda_check.h"
-#include "cuda/main_loop.h"
+#include "cuda/kernel_options.h"
 #include "cuda/tensor_map.h"
 #include "cuda/tile_ranges.h"
 
 namespace ringpack::cuda {
 
-// The Hopper kernel (head_dim 128, atomic dQ) when the device, the mode and the tensors allow it
-// (main_loop.h; TMA maps need 16-byte aligned bases). Returns whether it was launched.
+// The Hopper kernel (head_dim 128, atomic dQ) when options.backward_loop, the device, the mode
+// and the tensors allow it (kernel_options.h; TMA maps need 16-byte aligned bases). Returns
+// whether it was launched.
 template <class Element, int kHeadDim>
-bool try_backward_wgmma(const BackwardParams& params, bool deterministic, cudaStream_t stream) {
+bool try_backward_wgmma(const BackwardParams& params, const KernelOptions& options,
+                        cudaStream_t stream) {
+  const bool hopper_kernel = backward_has_wgmma(kHeadDim, options.deterministic);
+  if (!use_hopper_main_loop(options.backward_loop, hopper_kernel, "--backward-loop")) return false;
   if constexpr (kHeadDim != BackwardWgmmaTraits<Element>::kHeadDim) {
     return false;
   } else {
     using Traits = BackwardWgmmaTraits<Element>;
-    if (deterministic || !use_hopper_main_loop("RINGPACK_BACKWARD_MMA_SYNC")) return false;
     const bool bf16 = std::is_same_v<Element, __nv_bfloat16>;
     const int64_t tokens_q = int64_t(params.batch) * params.seqlen_q;
     const int64_t tokens_k = int64_t(params.batch) * params.seqlen_k;
@@ -37,23 +40,32 @@ bool try_backward_wgmma(const BackwardParams& params, bool deterministic, cudaSt
         !encode_token_tile_map(&maps.k, params.k, bf16, tokens_k, params.num_heads_kv, kHeadDim,
                                Traits::kBlockN) ||
         !encode_token_tile_map(&maps.v, params.v, bf16, tokens_k, params.num_heads_kv, kHeadDim,
-                               Traits::kBlockN))
+                               Traits::kBlockN)) {
+      RINGPACK_CHECK(options.backward_loop != MainLoop::kWgmma,
+                     "--backward-loop wgmma: TMA cannot describe q, dout, k or v (16-byte aligned "
+                     "bases needed); use --backward-loop auto");
       return false;
-    launch_backward_wgmma<Element>(params, maps, stream);
+    }
+    launch_backward_wgmma<Element>(params, maps, options.backward_grad_add, stream);
     return true;
   }
 }
 
 template <class Element, int kHeadDim>
-void run_backward_instance(BackwardParams params, bool deterministic, cudaStream_t stream) {
+void run_backward_instance(BackwardParams params, const KernelOptions& options,
+                           cudaStream_t stream) {
   using Traits = BackwardTraits<Element, kHeadDim>;
   if (params.batch == 0 || params.seqlen_q == 0 || params.seqlen_k == 0) return;
-  if (try_backward_wgmma<Element, kHeadDim>(params, deterministic, stream)) return;
+  if (try_backward_wgmma<Element, kHeadDim>(params, options, stream)) return;
+  RINGPACK_CHECK(options.backward_grad_add != GradientAdd::kTma,
+                 "--backward-grad-add tma needs the Hopper backward, which does not serve this "
+                 "step (head_dim 128, not deterministic, compute capability 9.x, aligned tensors); "
+                 "use --backward-grad-add auto");
+  const bool deterministic = options.deterministic;
   const int batch = params.batch;
   params.num_tiles_q = num_tiles(params.seqlen_q, Traits::kBlockM);
   params.num_tiles_k = num_tiles(params.seqlen_k, Traits::kBlockN);
   params.accumulate_dq = !deterministic;
-  params.head_splits = backward_head_splits(params.group_size, deterministic);
 
   // Scratch: per-tile summaries of both sides at the tiles of each kernel, stream-ordered.
   const int dq_tiles_q = num_tiles(params.seqlen_q, Traits::kDqBlockM);

@@ -36,7 +36,6 @@
 #include "cuda/cuda_check.h"
 #include "cuda/forward_params.h"
 #include "cuda/forward_softmax.h"
-#include "cuda/main_loop.h"
 #include "cuda/mma_sync.h"
 #include "cuda/tensor_map.h"
 #include "cuda/tile_lists.h"
@@ -465,10 +464,9 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
 
 template <class Element>
 void launch_backward_wgmma(BackwardParams params, const BackwardTensorMaps& maps,
-                           cudaStream_t stream) {
+                           GradientAdd grad_add, cudaStream_t stream) {
   using Traits = BackwardWgmmaTraits<Element>;
   params.accumulate_dq = true;
-  params.head_splits = backward_wgmma_head_splits(params.group_size);
   TilePlan plan = plan_tiles(params.segment_ids_k, params.positions_k, params.seqlen_k,
                              Traits::kBlockN, params.segment_ids_q, params.positions_q,
                              params.seqlen_q, Traits::kBlockM, params.batch,
@@ -489,7 +487,10 @@ void launch_backward_wgmma(BackwardParams params, const BackwardTensorMaps& maps
                         encode_fp32_tile_map(&all_maps.dv, params.dv, params.batch, params.seqlen_k,
                                              params.num_heads_kv, Traits::kHeadDim,
                                              params.row_stride_k, kGradBoxRows, kGradBoxCols);
-  auto kernel = tile_map && !env_flag("RINGPACK_BACKWARD_ATOMICS")
+  RINGPACK_CHECK(tile_map || grad_add != GradientAdd::kTma,
+                 "--backward-grad-add tma: TMA cannot describe dq, dk or dv (16-byte aligned "
+                 "bases, rows a multiple of 16 bytes apart); use --backward-grad-add auto");
+  auto kernel = tile_map && grad_add != GradientAdd::kAtomics
                     ? backward_wgmma_kernel<Traits, GradAdd::kTiles>
                     : backward_wgmma_kernel<Traits, GradAdd::kAtomics>;
   constexpr int kSmemBytes = int(sizeof(BackwardWgmmaSmem<Traits>));

@@ -9,6 +9,7 @@
 #include <cuda_runtime.h>
 
 #include "cuda/backward_params.h"
+#include "ringpack/attention.h"
 
 namespace ringpack::cuda {
 
@@ -37,7 +38,8 @@ struct BackwardWgmmaTraits {
 // How the backward adds dQ (each step) and dK / dV (at the end) to the fp32 accumulators:
 // kTiles stages them in shared memory and adds them by TMA tensor reductions (needs TMA maps of
 // dq, dk, dv: 16-byte aligned, rows a multiple of 16 bytes apart); kAtomics adds float2 pairs from
-// registers (8-byte alignment; forced with RINGPACK_BACKWARD_ATOMICS=1 for A/B benchmarks).
+// registers (8-byte alignment). BackendOptions::backward_grad_add chooses (GradientAdd: kAuto takes
+// kTiles where the maps encode).
 enum class GradAdd { kAtomics, kTiles };
 
 // The boxes of the kTiles reductions: one consumer warp's 16 rows x 32 fp32 columns (128 bytes,
@@ -47,20 +49,21 @@ constexpr int kGradBoxCols = 32;
 constexpr int kGradBoxFloats = kGradBoxRows * kGradBoxCols;
 constexpr int kDqBoxes = 64 / kGradBoxCols;  // boxes of a warpgroup's 64-column dQ half
 
-// CTAs per (key tile, kv head): backward_head_splits (one per query head, dK/dV added with
-// atomics), unless RINGPACK_BACKWARD_HEAD_SPLITS names a divisor of the group size (A/B
-// benchmarks: 1 walks the whole GQA group in one CTA).
-int backward_wgmma_head_splits(int group_size);
+// Whether the Hopper backward serves a configuration: head_dim 128, not deterministic (the
+// deterministic mode uses the mma.sync kernels).
+constexpr bool backward_has_wgmma(int head_dim, bool deterministic) {
+  return head_dim == BackwardWgmmaTraits<__half>::kHeadDim && !deterministic;
+}
 
-// params: every field of the step (make_backward_params); the tile fields are filled here.
-// The gradients are added as GradAdd says; the deterministic mode uses the mma.sync kernels.
+// params: every field of the step (make_backward_params, head_splits included: CTAs per (key
+// tile, kv head)); the tile fields are filled here. The gradients are added as `grad_add` says.
 template <class Element>
 void launch_backward_wgmma(BackwardParams params, const BackwardTensorMaps& maps,
-                           cudaStream_t stream);
+                           GradientAdd grad_add, cudaStream_t stream);
 
 #define RINGPACK_BACKWARD_WGMMA_INSTANCE(kind, element)                                        \
   kind template void launch_backward_wgmma<element>(BackwardParams, const BackwardTensorMaps&, \
-                                                    cudaStream_t)
+                                                    GradientAdd, cudaStream_t)
 
 RINGPACK_BACKWARD_WGMMA_INSTANCE(extern, __nv_bfloat16);
 RINGPACK_BACKWARD_WGMMA_INSTANCE(extern, __half);

@@ -13,6 +13,7 @@
 #include "cuda/cuda_check.h"
 #include "cuda/elementwise.h"
 #include "cuda/forward_api.h"
+#include "cuda/kernel_options.h"
 #include "ringpack/error.h"
 
 namespace ringpack {
@@ -21,7 +22,7 @@ namespace {
 class CudaBackend final : public AttentionBackend {
  public:
   explicit CudaBackend(const BackendOptions& options)
-      : device_(options.device), deterministic_(options.deterministic) {
+      : device_(options.device), kernel_options_(cuda::kernel_options(options)) {
     int count = 0;
     const cudaError_t status = cudaGetDeviceCount(&count);
     RINGPACK_CHECK(status == cudaSuccess && count > 0,
@@ -48,19 +49,19 @@ class CudaBackend final : public AttentionBackend {
   std::string name() const override { return "cuda"; }
   MemorySpace memory_space() const override { return MemorySpace::kDevice; }
 
-  void check_supported(DType dtype, int head_dim) const override {
-    cuda::check_forward_supported(dtype, head_dim);
+  void check_supported(DType dtype, int head_dim, bool backward) const override {
+    cuda::check_supported(dtype, head_dim, backward, kernel_options_, device_);
   }
 
   void forward(const AttentionStep& step, const ForwardAccumulators& acc) override {
     bind();
-    cuda::run_forward(step, acc, stream_);
+    cuda::run_forward(step, acc, kernel_options_, stream_);
   }
 
   void backward(const AttentionStep& step, const BackwardInputs& in,
                 const BackwardAccumulators& acc) override {
     bind();
-    cuda::run_backward(step, in, acc, deterministic_, stream_);
+    cuda::run_backward(step, in, acc, kernel_options_, stream_);
   }
 
   void* allocate(size_t bytes) override {
@@ -124,7 +125,7 @@ class CudaBackend final : public AttentionBackend {
   void bind() const { RINGPACK_CUDA_CHECK(cudaSetDevice(device_)); }
 
   int device_;
-  bool deterministic_;
+  cuda::KernelOptions kernel_options_;  // BackendOptions' kernel choices and mode
   cudaStream_t stream_ = nullptr;
 };
 

@@ -10,7 +10,7 @@
 #include "cuda/cuda_check.h"
 #include "cuda/forward_api.h"
 #include "cuda/forward_instances.h"
-#include "cuda/main_loop.h"
+#include "cuda/kernel_options.h"
 #include "cuda/mma_sync.h"
 #include "cuda/tensor_map.h"
 #include "cuda/tile_lists.h"
@@ -57,29 +57,37 @@ void dispatch(const ForwardParams& params, const ForwardTensorMaps* maps, int he
   }
 }
 
-// The wgmma kernel serves head_dim 64 and 128 on Hopper (main_loop.h); it also needs tensors that
-// TMA maps can describe (16-byte aligned bases), else the mma.sync loop runs.
-bool choose_wgmma(int head_dim) {
-  return forward_has_wgmma(head_dim) && use_hopper_main_loop("RINGPACK_FORWARD_MMA_SYNC");
-}
-
-void run_forward_impl(const AttentionStep& step, bool merge, void* out, float* lse, float* out_acc,
-                      float* lse_acc, cudaStream_t stream) {
+// The wgmma kernel serves head_dim 64 and 128 on Hopper (kernel_options.h); it also needs tensors
+// that TMA maps can describe (16-byte aligned bases), else the mma.sync loop runs (or, with
+// MainLoop::kWgmma, an error).
+bool choose_wgmma(const AttentionStep& step, MainLoop loop, ForwardTensorMaps& maps) {
   const AttentionDims& dims = step.dims;
-  check_forward_supported(step.dtype, dims.head_dim);
-  check_attention_step(step, "cuda");
-  if (dims.batch == 0 || dims.seqlen_q == 0 || dims.num_heads_q == 0) return;
-
-  ForwardTensorMaps maps{};
+  if (!use_hopper_main_loop(loop, forward_has_wgmma(dims.head_dim), "--forward-loop")) {
+    return false;
+  }
   const bool bf16 = step.dtype == DType::kBF16;
-  const bool wgmma =
-      choose_wgmma(dims.head_dim) &&
+  const bool mapped =
       encode_token_tile_map(&maps.q, step.q, bf16, int64_t(dims.batch) * dims.seqlen_q,
                             dims.num_heads_q, dims.head_dim, kForwardWgmmaTiles.block_m) &&
       encode_token_tile_map(&maps.k, step.k, bf16, int64_t(dims.batch) * dims.seqlen_k,
                             dims.num_heads_kv, dims.head_dim, kForwardWgmmaTiles.block_n) &&
       encode_token_tile_map(&maps.v, step.v, bf16, int64_t(dims.batch) * dims.seqlen_k,
                             dims.num_heads_kv, dims.head_dim, kForwardWgmmaTiles.block_n);
+  RINGPACK_CHECK(mapped || loop != MainLoop::kWgmma,
+                 "--forward-loop wgmma: TMA cannot describe q, k or v (16-byte aligned bases "
+                 "needed); use --forward-loop auto");
+  return mapped;
+}
+
+void run_forward_impl(const AttentionStep& step, bool merge, void* out, float* lse, float* out_acc,
+                      float* lse_acc, const KernelOptions& options, cudaStream_t stream) {
+  const AttentionDims& dims = step.dims;
+  check_forward_supported(step.dtype, dims.head_dim);
+  check_attention_step(step, "cuda");
+  if (dims.batch == 0 || dims.seqlen_q == 0 || dims.num_heads_q == 0) return;
+
+  ForwardTensorMaps maps{};
+  const bool wgmma = choose_wgmma(step, options.forward_loop, maps);
   const ForwardTileConfig tiles = wgmma ? kForwardWgmmaTiles : forward_tile_config(dims.head_dim);
   const int num_tiles_q = num_tiles(dims.seqlen_q, tiles.block_m);
   const int num_tiles_k = num_tiles(dims.seqlen_k, tiles.block_n);
@@ -137,15 +145,17 @@ void check_forward_supported(DType dtype, int head_dim) {
                  " is not supported by the CUDA backend; use --head-dim 64, 128 or 256");
 }
 
-void run_forward(const AttentionStep& step, const ForwardAccumulators& acc, cudaStream_t stream) {
+void run_forward(const AttentionStep& step, const ForwardAccumulators& acc,
+                 const KernelOptions& options, cudaStream_t stream) {
   RINGPACK_CHECK(acc.out != nullptr && acc.lse != nullptr,
                  "forward accumulators are missing (out / lse); allocate them before the step");
-  run_forward_impl(step, true, nullptr, nullptr, acc.out, acc.lse, stream);
+  run_forward_impl(step, true, nullptr, nullptr, acc.out, acc.lse, options, stream);
 }
 
-void run_forward_direct(const AttentionStep& step, void* out, float* lse, cudaStream_t stream) {
+void run_forward_direct(const AttentionStep& step, void* out, float* lse,
+                        const KernelOptions& options, cudaStream_t stream) {
   RINGPACK_CHECK(out != nullptr && lse != nullptr, "forward outputs are missing (out / lse)");
-  run_forward_impl(step, false, out, lse, nullptr, nullptr, stream);
+  run_forward_impl(step, false, out, lse, nullptr, nullptr, options, stream);
 }
 
 }  // namespace ringpack::cuda

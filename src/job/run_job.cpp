@@ -6,6 +6,7 @@
 #include <numeric>
 #include <thread>
 
+#include "core/random.h"
 #include "job/rank_runner.h"
 #include "job/resolve.h"
 #include "job/verify.h"
@@ -41,7 +42,8 @@ void validate_shapes(const BatchOptions& o) {
 
 HostTensor bshd_tensor(const PackedBatch& batch, int heads, const BatchOptions& o, uint64_t seed) {
   HostTensor t(batch.batch, batch.seq_len, size_t(heads) * o.head_dim * dtype_size(o.dtype));
-  t.bytes = random_normal(size_t(batch.batch) * batch.seq_len * heads * o.head_dim, o.dtype, seed);
+  const size_t count = size_t(batch.batch) * batch.seq_len * heads * o.head_dim;
+  t.bytes = to_dtype_bytes(random_normal(count, seed), o.dtype);
   return t;
 }
 
@@ -62,17 +64,17 @@ RunReport run_job(const RunOptions& options, const ProgressFn& progress) {
   BatchOptions& o = report.options;
   o = options.batch;
   validate_shapes(o);
+  {  // an unsupported forward or backward fails here, before any work or progress line
+    auto probe = make_backend(options.backend, options.backend_options);
+    probe->check_supported(o.dtype, o.head_dim, options.backward);
+    report.backend = probe->name();
+  }
 
   say("building the batch");
   const PackedBatch batch = build_resolved_batch(o);
   const std::vector<int> documents = count_documents(batch);
   report.documents = std::accumulate(documents.begin(), documents.end(), 0);
   report.padding_tokens = std::count(batch.segment_ids.begin(), batch.segment_ids.end(), 0);
-  {
-    auto probe = make_backend(options.backend, options.backend_options);
-    probe->check_supported(o.dtype, o.head_dim);
-    report.backend = probe->name();
-  }
   clock.lap("batch");
 
   say("planning the reorder");

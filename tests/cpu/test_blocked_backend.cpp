@@ -9,11 +9,11 @@
 #include <cmath>
 #include <limits>
 #include <memory>
-#include <random>
 #include <string>
 #include <vector>
 
 #include "core/compare.h"
+#include "core/random.h"
 #include "cpu/blocked_backend.h"
 #include "cpu/reference_attention.h"
 #include "cpu/reference_backend.h"
@@ -37,7 +37,7 @@ struct Problem {
   DType dtype = DType::kF32;
   MaskSpec mask;
   PackedBatch layout;
-  std::vector<uint8_t> q, k, v, dout;  // raw dtype storage, BSHD
+  std::vector<std::byte> q, k, v, dout;  // raw dtype storage, BSHD
 
   AttentionStep step() const {
     AttentionStep s;
@@ -60,13 +60,6 @@ struct Problem {
   size_t stat_count() const { return size_t(dims.batch) * dims.num_heads_q * dims.seqlen_q; }
 };
 
-std::vector<uint8_t> random_tensor(size_t count, DType dtype, std::mt19937_64& rng) {
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  std::vector<uint8_t> data(count * dtype_size(dtype));
-  for (size_t i = 0; i < count; ++i) store_element(data.data(), dtype, i, normal(rng));
-  return data;
-}
-
 Problem make_problem(const PackedBatch& layout, int num_heads_q, int num_heads_kv, int head_dim,
                      DType dtype, MaskSpec mask, uint64_t seed) {
   Problem p;
@@ -74,11 +67,10 @@ Problem make_problem(const PackedBatch& layout, int num_heads_q, int num_heads_k
   p.dtype = dtype;
   p.mask = mask;
   p.layout = layout;
-  std::mt19937_64 rng(seed);
-  p.q = random_tensor(p.q_count(), dtype, rng);
-  p.k = random_tensor(p.kv_count(), dtype, rng);
-  p.v = random_tensor(p.kv_count(), dtype, rng);
-  p.dout = random_tensor(p.q_count(), dtype, rng);
+  p.q = to_dtype_bytes(random_normal(p.q_count(), seed * 4 + 1), dtype);
+  p.k = to_dtype_bytes(random_normal(p.kv_count(), seed * 4 + 2), dtype);
+  p.v = to_dtype_bytes(random_normal(p.kv_count(), seed * 4 + 3), dtype);
+  p.dout = to_dtype_bytes(random_normal(p.q_count(), seed * 4 + 4), dtype);
   return p;
 }
 
@@ -313,7 +305,7 @@ TEST(ReferenceBackend, MatchesReferenceAttention) {
 
 // The first or second half of a problem's keys, [b, sk/2, hkv, d], with their ids and positions.
 struct KeyHalf {
-  std::vector<uint8_t> k, v;
+  std::vector<std::byte> k, v;
   std::vector<int32_t> segment_ids, positions;
 };
 

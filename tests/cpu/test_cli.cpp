@@ -1,6 +1,6 @@
 // End-to-end tests of the `ringpack` binary (apps/): bad input exits 2 with one line naming the
-// value and leaves no output file; `layout` reproduces the docs/design.md §3 examples; `plan --json`
-// has its fields; the YAML config maps the seed system's names and flags override it; `run`
+// value and leaves no output file; `layout` reproduces the docs/design.md §3 examples; `plan
+// --json` has its fields; the YAML config maps the seed system's names and flags override it; `run`
 // passes verification on small adversarial layouts for every strategy, reorder and dtype.
 //
 // Each test runs the binary (RINGPACK_CLI_PATH) with std::system, stdout and stderr redirected to
@@ -159,6 +159,18 @@ const BadInputCase kBadInputs[] = {
     {"config_value_wrong_type", "plan --config {dir}/wrong_type.yaml", {"seq_len", "many"}},
     {"flag_value_not_a_number", "plan --seq-len lots", {"lots"}},
     {"unknown_flag", "layout --seq-len 16 --shards 4", {"--shards"}},
+    {"unknown_forward_loop",
+     "run --seq-len 16 --cp 2 --forward-loop fast",
+     {"--forward-loop", "fast"}},
+    {"unknown_backward_loop",
+     "run --seq-len 16 --cp 2 --backward-loop wmma",
+     {"--backward-loop", "wmma"}},
+    {"unknown_gradient_add",
+     "run --seq-len 16 --cp 2 --backward-grad-add sometimes",
+     {"--backward-grad-add", "sometimes"}},
+    {"negative_head_splits",
+     "run --seq-len 16 --cp 2 --backward-head-splits -1",
+     {"--backward-head-splits", "-1"}},
 };
 
 INSTANTIATE_TEST_SUITE_P(Cli, CliBadInput, ::testing::ValuesIn(kBadInputs),
@@ -173,6 +185,22 @@ TEST_F(CliTest, NoArgumentsPrintsHelpAndExitsZero) {
   EXPECT_NE(result.out.find("layout"), std::string::npos);
 }
 
+// The CUDA kernel choices are flags of run and bench, with their defaults in the help.
+TEST_F(CliTest, RunAndBenchHelpShowTheKernelFlagsAndTheirDefaults) {
+  for (const char* command : {"run", "bench"}) {
+    const CliResult result = run(std::string(command) + " --help");
+    EXPECT_EQ(result.status, kExitSuccess) << command;
+    for (const char* flag :
+         {"--forward-loop", "--backward-loop", "--backward-grad-add", "--backward-head-splits"}) {
+      const size_t at = result.out.find(flag);
+      ASSERT_NE(at, std::string::npos) << command << " --help lacks " << flag << "\n" << result.out;
+      const std::string line = result.out.substr(at, result.out.find('\n', at) - at);
+      const bool splits = std::string(flag) == "--backward-head-splits";
+      EXPECT_NE(line.find(splits ? "[0]" : "[auto]"), std::string::npos) << line;
+    }
+  }
+}
+
 TEST_F(CliTest, VerbosePrintsWhereTheErrorWasRaised) {
   const CliResult plain = run("layout --seq-len 10 --cp 4 --reorder contiguous");
   const CliResult verbose = run("layout --seq-len 10 --cp 4 --reorder contiguous --verbose");
@@ -181,7 +209,8 @@ TEST_F(CliTest, VerbosePrintsWhereTheErrorWasRaised) {
   EXPECT_NE(verbose.err.find("ringpack: where: "), std::string::npos) << verbose.err;
 }
 
-// ---- layout: docs/design.md §3 examples ----------------------------------------------------------
+// ---- layout: docs/design.md §3 examples
+// ----------------------------------------------------------
 
 TEST_F(CliTest, LayoutDualChunkSwapMatchesDesignExample) {
   const json layout = run_json("layout --seq-len 16 --cp 4 --reorder dual_chunk_swap --json");
@@ -282,7 +311,8 @@ TEST_F(CliTest, ConfigSeedNamesMapToOptions) {
              "doc_length: 4\n"
              "cp: 2\n"
              "seq_len: 16\n"
-             "backend: reference\n");
+             "backend: reference\n"
+             "forward_loop: mma_sync\n");
   // Load balancing off wins over the reorder strategy: contiguous.
   const json layout = run_json("layout --config {dir}/seed.yaml --json");
   EXPECT_EQ(layout.value("reorder", ""), "contiguous");
@@ -438,6 +468,16 @@ TEST_F(CliTest, RunTextReportEndsWithPass) {
   EXPECT_NE(result.out.find("imbalance"), std::string::npos);
   EXPECT_EQ(result.out.find("[ringpack] "), std::string::npos) << "progress on stdout";
   EXPECT_NE(result.err.find("[ringpack] "), std::string::npos) << "no progress on stderr";
+}
+
+// The kernel flags choose CUDA kernels; the CPU backends accept and ignore them.
+TEST_F(CliTest, RunOnTheCpuAcceptsTheKernelFlags) {
+  const CliResult result =
+      run("run --seq-len 32 --cp 2 --lengths fixed --doc-length 8 --head-dim 16 --dtype fp32 "
+          "--threads 1 --quiet --forward-loop mma_sync --backward-loop wgmma "
+          "--backward-grad-add atomics --backward-head-splits 2");
+  ASSERT_EQ(result.status, kExitSuccess) << result.err;
+  EXPECT_EQ(result.out.substr(result.out.size() - std::string("\nPASS\n").size()), "\nPASS\n");
 }
 
 TEST_F(CliTest, RunOutputFileHoldsTheJsonAndNothingIsPrinted) {

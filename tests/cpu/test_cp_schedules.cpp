@@ -12,10 +12,10 @@
 #include <cstring>
 #include <functional>
 #include <limits>
-#include <random>
 #include <string>
 #include <vector>
 
+#include "core/random.h"
 #include "cp/kv_pack.h"
 #include "ringpack/attention.h"
 #include "ringpack/comm.h"
@@ -36,7 +36,7 @@ class NaiveHostBackend : public AttentionBackend {
 
   std::string name() const override { return "naive_host"; }
   MemorySpace memory_space() const override { return MemorySpace::kHost; }
-  void check_supported(DType dtype, int head_dim) const override {
+  void check_supported(DType dtype, int head_dim, bool /*backward*/) const override {
     RINGPACK_CHECK(dtype == DType::kF32, "naive_host runs fp32 only, got ", dtype_name(dtype));
   }
 
@@ -226,18 +226,12 @@ Problem make_problem(const std::vector<std::vector<int>>& docs_per_row) {
     }
   }
   EXPECT_EQ(p.segment_ids.size(), size_t(p.dims.batch) * kSeqLen) << "rows must fill S tokens";
-  std::mt19937 rng(test_seed());
-  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
-  const auto draw = [&](size_t count) {
-    std::vector<float> x(count);
-    for (float& value : x) value = uniform(rng);
-    return x;
-  };
+  const uint64_t seed = uint64_t(test_seed()) * 4;
   const size_t tokens = size_t(p.dims.batch) * kSeqLen;
-  p.q = draw(tokens * kHeadsQ * kHeadDim);
-  p.k = draw(tokens * kHeadsKv * kHeadDim);
-  p.v = draw(tokens * kHeadsKv * kHeadDim);
-  p.dout = draw(tokens * kHeadsQ * kHeadDim);
+  p.q = random_uniform(tokens * kHeadsQ * kHeadDim, seed + 1);
+  p.k = random_uniform(tokens * kHeadsKv * kHeadDim, seed + 2);
+  p.v = random_uniform(tokens * kHeadsKv * kHeadDim, seed + 3);
+  p.dout = random_uniform(tokens * kHeadsQ * kHeadDim, seed + 4);
   return p;
 }
 
@@ -560,6 +554,73 @@ TEST(CpSchedules, MismatchedShardLengthsAreRejected) {
                             ForwardOutputs{out.data(), lse.data()}, stats),
                  Error);
   });
+}
+
+// A backend whose forward runs and whose backward does not (as the CUDA backend's at head_dim
+// 256): check_supported says so, and cp_backward asks before any step.
+class ForwardOnlyBackend final : public NaiveHostBackend {
+ public:
+  void check_supported(DType dtype, int head_dim, bool backward) const override {
+    NaiveHostBackend::check_supported(dtype, head_dim, backward);
+    RINGPACK_CHECK(!backward, "forward_only: head_dim ", head_dim, " has no backward");
+  }
+  void backward(const AttentionStep& step, const BackwardInputs& in,
+                const BackwardAccumulators& acc) override {
+    ++backward_steps;
+    NaiveHostBackend::backward(step, in, acc);
+  }
+  int backward_steps = 0;
+};
+
+TEST(CpSchedules, UnsupportedBackwardIsRejectedBeforeAnyStep) {
+  constexpr int kCp = 2;
+  const Problem p = packed_problem();
+  const int n = kSeqLen / kCp;
+  for (const Strategy strategy : {Strategy::kRing, Strategy::kAllGather}) {
+    std::vector<int> backward_steps(kCp, -1);
+    std::vector<uint64_t> backward_bytes(kCp, 1);
+    try {
+      run_in_process(kCp, [&](Communicator& comm) {
+        const int r = comm.rank();
+        ForwardOnlyBackend backend;
+        EXPECT_NO_THROW(backend.check_supported(DType::kF32, kHeadDim, /*backward=*/false));
+        const auto q = shard_of(p.q, p.dims.batch, kHeadsQ * kHeadDim, r, n);
+        const auto k = shard_of(p.k, p.dims.batch, kHeadsKv * kHeadDim, r, n);
+        const auto v = shard_of(p.v, p.dims.batch, kHeadsKv * kHeadDim, r, n);
+        const auto dout = shard_of(p.dout, p.dims.batch, kHeadsQ * kHeadDim, r, n);
+        const auto segment_ids = shard_of(p.segment_ids, p.dims.batch, 1, r, n);
+        const auto positions = shard_of(p.positions, p.dims.batch, 1, r, n);
+        ShardInputs in;
+        in.dims = AttentionDims{p.dims.batch, n, n, kHeadsQ, kHeadsKv, kHeadDim};
+        in.q = q.data();
+        in.k = k.data();
+        in.v = v.data();
+        in.segment_ids = segment_ids.data();
+        in.positions = positions.data();
+        std::vector<float> out(q.size()), lse(size_t(p.dims.batch) * kHeadsQ * size_t(n));
+        ScheduleStats stats;
+        cp_forward(strategy, in, backend, comm, ForwardOutputs{out.data(), lse.data()}, stats);
+        std::vector<float> dq(q.size()), dk(k.size()), dv(v.size());
+        const uint64_t bytes_before = comm.bytes_sent();
+        try {
+          cp_backward(strategy, in, out.data(), lse.data(), dout.data(), backend, comm,
+                      BackwardOutputs{dq.data(), dk.data(), dv.data()}, stats);
+        } catch (...) {
+          backward_steps[size_t(r)] = backend.backward_steps;
+          backward_bytes[size_t(r)] = comm.bytes_sent() - bytes_before;
+          throw;
+        }
+      });
+      ADD_FAILURE() << strategy_name(strategy) << ": the backward was not rejected";
+    } catch (const Error& error) {
+      EXPECT_NE(std::string(error.what()).find("head_dim 8 has no backward"), std::string::npos)
+          << error.what();
+    }
+    for (int r = 0; r < kCp; ++r) {
+      EXPECT_EQ(backward_steps[size_t(r)], 0) << strategy_name(strategy) << " rank " << r;
+      EXPECT_EQ(backward_bytes[size_t(r)], 0u) << strategy_name(strategy) << " rank " << r;
+    }
+  }
 }
 
 }  // namespace

@@ -5,10 +5,10 @@
 
 #include <cmath>
 #include <functional>
-#include <random>
 #include <utility>
 #include <vector>
 
+#include "core/random.h"
 #include "cpu/reference_attention.h"
 #include "ringpack/error.h"
 #include "support/adversarial_layouts.h"
@@ -50,20 +50,18 @@ struct SelfProblem {
   }
 };
 
-std::vector<double> random_values(size_t count, std::mt19937_64& rng) {
-  std::normal_distribution<double> normal(0.0, 1.0);
-  std::vector<double> values(count);
-  for (double& x : values) x = normal(rng);
-  return values;
+// random_normal (core/random.h) widened to fp64.
+std::vector<double> normal_values(size_t count, uint64_t seed) {
+  const std::vector<float> values = random_normal(count, seed);
+  return std::vector<double>(values.begin(), values.end());
 }
 
 SelfProblem random_problem(const PackedBatch& layout, int num_heads_q, int num_heads_kv,
                            int head_dim, MaskSpec mask, uint64_t seed) {
-  std::mt19937_64 rng(seed);
   const size_t tokens = size_t(layout.batch) * layout.seq_len;
-  std::vector<double> q = random_values(tokens * num_heads_q * head_dim, rng);
-  std::vector<double> k = random_values(tokens * num_heads_kv * head_dim, rng);
-  std::vector<double> v = random_values(tokens * num_heads_kv * head_dim, rng);
+  std::vector<double> q = normal_values(tokens * num_heads_q * head_dim, seed * 4 + 1);
+  std::vector<double> k = normal_values(tokens * num_heads_kv * head_dim, seed * 4 + 2);
+  std::vector<double> v = normal_values(tokens * num_heads_kv * head_dim, seed * 4 + 3);
   return SelfProblem(layout, num_heads_q, num_heads_kv, head_dim, mask,
                      1.0 / std::sqrt(double(head_dim)), q, k, v);
 }
@@ -138,8 +136,7 @@ TEST(ReferenceAttention, PaddingRowsGetZeroOutputMinusInfLseAndZeroGradient) {
   const PackedBatch layout = batch_from_lengths({{}, {3, 0, 0, 2}}, 7);  // row 0 all padding
   const SelfProblem p = random_problem(layout, 2, 1, 3, MaskSpec{true, -1}, seed_from_test_name());
   const ReferenceForward f = reference_forward(p.problem);
-  std::mt19937_64 rng(seed_from_test_name());
-  const std::vector<double> dout = random_values(f.out.size(), rng);
+  const std::vector<double> dout = normal_values(f.out.size(), seed_from_test_name());
   const ReferenceGrads g = reference_backward(p.problem, dout.data(), f);
   for (int b = 0; b < 2; ++b) {
     for (int t = 0; t < 7; ++t) {
@@ -161,9 +158,8 @@ TEST(ReferenceAttention, PaddingRowsGetZeroOutputMinusInfLseAndZeroGradient) {
 
 // L = sum(dO * O); its gradient w.r.t. every input element against central differences.
 void expect_gradients_match_finite_differences(const SelfProblem& base, const std::string& label) {
-  std::mt19937_64 rng(seed_from_test_name());
   const ReferenceForward f = reference_forward(base.problem);
-  const std::vector<double> dout = random_values(f.out.size(), rng);
+  const std::vector<double> dout = normal_values(f.out.size(), seed_from_test_name());
   const ReferenceGrads g = reference_backward(base.problem, dout.data(), f);
   auto loss = [&](const SelfProblem& p) {
     const ReferenceForward fp = reference_forward(p.problem);
@@ -212,8 +208,7 @@ TEST(ReferenceAttention, BackwardFromStatsEqualsBackward) {
   const SelfProblem p = random_problem(batch_from_lengths({{4, 0, 3}}, 8), 2, 1, 4,
                                        MaskSpec{true, -1}, seed_from_test_name());
   const ReferenceForward f = reference_forward(p.problem);
-  std::mt19937_64 rng(seed_from_test_name());
-  const std::vector<double> dout = random_values(f.out.size(), rng);
+  const std::vector<double> dout = normal_values(f.out.size(), seed_from_test_name());
   std::vector<double> delta(f.lse.size(), 0.0);  // [1, 2, 8]
   for (int t = 0; t < 8; ++t) {
     for (int h = 0; h < 2; ++h) {
@@ -244,9 +239,8 @@ double relative_error(const std::vector<double>& got, const std::vector<double>&
 TEST(ReferenceAttention, LowPrecisionBaselineRoundsToTheDtype) {
   const SelfProblem p = random_problem(batch_from_lengths({{20, 0, 11}}, 32), 2, 1, 8,
                                        MaskSpec{true, -1}, seed_from_test_name());
-  std::mt19937_64 rng(seed_from_test_name());
   const ReferenceForward ref = reference_forward(p.problem);
-  const std::vector<double> dout = random_values(ref.out.size(), rng);
+  const std::vector<double> dout = normal_values(ref.out.size(), seed_from_test_name());
   const ReferenceGrads ref_grads = reference_backward(p.problem, dout.data(), ref);
 
   // fp32: plain fp32 arithmetic, close to fp64.

@@ -3,7 +3,6 @@
 
 #include <cuda_runtime.h>
 
-#include <random>
 #include <utility>
 
 #include "cuda/cuda_check.h"
@@ -24,33 +23,25 @@ bool cuda_device_available() {
   return available;
 }
 
-std::vector<float> random_values(size_t count, uint64_t seed, float lo, float hi) {
-  std::mt19937_64 engine(seed);
-  std::uniform_real_distribution<float> uniform(lo, hi);
-  std::vector<float> values(count);
-  for (float& v : values) v = uniform(engine);
-  return values;
-}
-
 HostTensor make_host_tensor(const std::vector<float>& values, DType dtype) {
-  HostTensor tensor;
-  tensor.dtype = dtype;
-  tensor.bytes.resize(values.size() * dtype_size(dtype));
-  tensor.values.resize(values.size());
-  for (size_t i = 0; i < values.size(); ++i) {
-    store_element(tensor.bytes.data(), dtype, i, values[i]);
-    tensor.values[i] = load_element(tensor.bytes.data(), dtype, i);
-  }
+  HostTensor tensor(1, int(values.size()), dtype_size(dtype));
+  tensor.bytes = to_dtype_bytes(values, dtype);
   return tensor;
 }
 
 HostTensor random_tensor(size_t count, DType dtype, uint64_t seed) {
-  return make_host_tensor(random_values(count, seed), dtype);
+  return make_host_tensor(random_uniform(count, seed), dtype);
 }
 
 std::vector<float> widen(const void* bytes, DType dtype, size_t count) {
   std::vector<float> values(count);
   for (size_t i = 0; i < count; ++i) values[i] = load_element(bytes, dtype, i);
+  return values;
+}
+
+std::vector<double> as_doubles(const HostTensor& tensor, DType dtype) {
+  std::vector<double> values(tensor.size_bytes() / dtype_size(dtype));
+  for (size_t i = 0; i < values.size(); ++i) values[i] = load_element(tensor.data(), dtype, i);
   return values;
 }
 
@@ -95,7 +86,7 @@ DeviceBuffer poisoned_buffer(size_t count, DType dtype) {
 }
 
 std::vector<float> download_as_float(const DeviceBuffer& buffer, DType dtype, size_t count) {
-  std::vector<uint8_t> bytes(count * dtype_size(dtype));
+  std::vector<std::byte> bytes(count * dtype_size(dtype));
   buffer.download(bytes.data(), bytes.size());
   return widen(bytes.data(), dtype, count);
 }

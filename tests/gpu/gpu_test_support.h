@@ -1,16 +1,17 @@
 // Shared helpers for the GPU tests (label gpu): a fixture that skips without a CUDA device,
-// seeds from the test name, random inputs rounded to the test dtype, and device buffers that
-// upload, download and poison (NaN) themselves.
+// seeds from the test name, random inputs rounded to the test dtype (core/random.h), and device
+// buffers that upload, download and poison (NaN) themselves.
 #pragma once
 
 #include <gtest/gtest.h>
 
 #include <cstddef>
 #include <cstdint>
-#include <cstdlib>
 #include <cstring>
 #include <vector>
 
+#include "core/host_tensor.h"
+#include "core/random.h"
 #include "ringpack/dtype.h"
 #include "support/adversarial_layouts.h"  // seed_from_test_name, layouts
 
@@ -27,24 +28,15 @@ class GpuTest : public ::testing::Test {
   }
 };
 
-// `count` values uniform in [lo, hi), drawn from `seed`.
-std::vector<float> random_values(size_t count, uint64_t seed, float lo = -1.0f, float hi = 1.0f);
-
-// A host tensor in a storage dtype: `bytes` holds the rounded elements, `values` the same
-// elements widened to float (what a reference computation should read).
-struct HostTensor {
-  DType dtype = DType::kF32;
-  std::vector<uint8_t> bytes;
-  std::vector<float> values;
-  size_t size() const { return values.size(); }
-};
-
-// values rounded to dtype (round to nearest even), kept both as bytes and as floats.
+// `values` rounded to dtype (round to nearest even) as a flat HostTensor: one row of
+// values.size() elements.
 HostTensor make_host_tensor(const std::vector<float>& values, DType dtype);
-// random_values(count, seed) rounded to dtype.
+// random_uniform(count, seed) (in [-1, 1)) rounded to dtype.
 HostTensor random_tensor(size_t count, DType dtype, uint64_t seed);
 // bytes of `dtype` widened to float.
 std::vector<float> widen(const void* bytes, DType dtype, size_t count);
+// The elements of a flat tensor of `dtype` widened to double: what a reference computation reads.
+std::vector<double> as_doubles(const HostTensor& tensor, DType dtype);
 
 // Device memory owned by the test (cudaMalloc / cudaFree). Move-only.
 class DeviceBuffer {
@@ -96,18 +88,5 @@ std::vector<T> to_host(const DeviceBuffer& buffer, size_t count) {
 DeviceBuffer poisoned_buffer(size_t count, DType dtype);
 // Downloads `count` elements of dtype and widens them to float.
 std::vector<float> download_as_float(const DeviceBuffer& buffer, DType dtype, size_t count);
-
-// Sets an environment variable for the lifetime of the object (e.g. to force the portable
-// mma.sync main loops, src/cuda/main_loop.h), then removes it.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) { setenv(name, value, 1); }
-  ~ScopedEnv() { unsetenv(name_); }
-  ScopedEnv(const ScopedEnv&) = delete;
-  ScopedEnv& operator=(const ScopedEnv&) = delete;
-
- private:
-  const char* name_;
-};
 
 }  // namespace ringpack::testing

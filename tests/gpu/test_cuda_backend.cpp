@@ -64,22 +64,77 @@ TEST_F(CudaBackendTest, ReportsItsNameAndMemorySpace) {
 }
 
 TEST_F(CudaBackendTest, CheckSupportedNamesTheValueAndTheFix) {
-  EXPECT_NO_THROW(backend->check_supported(DType::kBF16, 128));
-  EXPECT_NO_THROW(backend->check_supported(DType::kF16, 64));
-  try {
-    backend->check_supported(DType::kF32, 128);
-    ADD_FAILURE() << "fp32 accepted";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("fp32"), std::string::npos) << e.what();
-    EXPECT_NE(std::string(e.what()).find("--dtype bf16"), std::string::npos) << e.what();
+  for (const bool backward : {false, true}) {
+    EXPECT_NO_THROW(backend->check_supported(DType::kBF16, 128, backward));
+    EXPECT_NO_THROW(backend->check_supported(DType::kF16, 64, backward));
+    try {
+      backend->check_supported(DType::kF32, 128, backward);
+      ADD_FAILURE() << "fp32 accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("fp32"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("--dtype bf16"), std::string::npos) << e.what();
+    }
+    EXPECT_THROW(backend->check_supported(DType::kBF16, 80, backward), Error);
   }
-  EXPECT_THROW(backend->check_supported(DType::kBF16, 80), Error);
+}
+
+// The forward runs head_dim 256, the backward does not: a run with a backward is rejected by the
+// support check (before any work), one without is accepted.
+TEST_F(CudaBackendTest, CheckSupportedRejectsTheBackwardOfHeadDim256) {
+  EXPECT_NO_THROW(backend->check_supported(DType::kBF16, 256, /*backward=*/false));
+  try {
+    backend->check_supported(DType::kBF16, 256, /*backward=*/true);
+    ADD_FAILURE() << "the backward of head_dim 256 accepted";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("head_dim 256"), std::string::npos) << what;
+    EXPECT_NE(what.find("--no-backward"), std::string::npos) << what;
+    EXPECT_EQ(what.find('\n'), std::string::npos) << what;
+  }
+}
+
+// Kernel options that cannot hold are rejected by the support check, naming the flag.
+TEST_F(CudaBackendTest, CheckSupportedRejectsKernelOptionsThatCannotHold) {
+  const auto rejects = [](const BackendOptions& options, int head_dim, bool backward,
+                          const std::string& named) {
+    const auto cuda_backend = make_cuda_backend(options);
+    try {
+      cuda_backend->check_supported(DType::kBF16, head_dim, backward);
+      ADD_FAILURE() << named << " accepted at head_dim " << head_dim;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(named), std::string::npos) << e.what();
+    }
+  };
+  BackendOptions options;
+  options.forward_loop = MainLoop::kWgmma;
+  rejects(options, 256, false, "--forward-loop wgmma");
+  options = BackendOptions{};
+  options.backward_loop = MainLoop::kWgmma;
+  rejects(options, 64, true, "--backward-loop wgmma");
+  options.deterministic = true;
+  rejects(options, 128, true, "--backward-loop wgmma");
+  options = BackendOptions{};
+  options.backward_grad_add = GradientAdd::kTma;
+  options.backward_loop = MainLoop::kMmaSync;
+  rejects(options, 128, true, "--backward-grad-add tma");
+  options = BackendOptions{};
+  options.backward_head_splits = 2;
+  options.deterministic = true;
+  rejects(options, 128, true, "--backward-head-splits 2");
+  options = BackendOptions{};
+  options.backward_head_splits = -1;
+  rejects(options, 128, false, "--backward-head-splits -1");
+  // The backward's options do not concern a forward-only run.
+  options = BackendOptions{};
+  options.backward_loop = MainLoop::kWgmma;
+  EXPECT_NO_THROW(
+      make_cuda_backend(options)->check_supported(DType::kBF16, 64, /*backward=*/false));
 }
 
 TEST_F(CudaBackendTest, CopiesFillAndCastsRoundLikeTheHost) {
   const uint64_t seed = seed_from_test_name();
   const size_t count = 10007;
-  const std::vector<float> values = random_values(count, seed, -300.0f, 300.0f);
+  const std::vector<float> values = random_uniform(count, seed, -300.0f, 300.0f);
   auto src = upload(*backend, values);
   BackendBuffer copy(*backend, count * sizeof(float));
   backend->copy(copy.ptr, src->ptr, count * sizeof(float));
@@ -88,7 +143,7 @@ TEST_F(CudaBackendTest, CopiesFillAndCastsRoundLikeTheHost) {
   for (DType dtype : {DType::kBF16, DType::kF16}) {
     BackendBuffer dst(*backend, count * dtype_size(dtype));
     backend->cast_from_f32(dst.ptr, dtype, src->as<float>(), count);
-    const std::vector<uint8_t> bytes = download<uint8_t>(*backend, dst, count * dtype_size(dtype));
+    const auto bytes = download<std::byte>(*backend, dst, count * dtype_size(dtype));
     const HostTensor expected = make_host_tensor(values, dtype);
     EXPECT_EQ(bytes, expected.bytes) << dtype_name(dtype);
   }
@@ -103,7 +158,7 @@ TEST_F(CudaBackendTest, DeviceGatherReordersAndRestoresRows) {
   const int tokens = 96;
   for (size_t token_bytes : {size_t(4), size_t(6), size_t(256)}) {
     std::vector<uint8_t> data(rows * tokens * token_bytes);
-    const std::vector<float> noise = random_values(data.size(), seed, 0.0f, 255.0f);
+    const std::vector<float> noise = random_uniform(data.size(), seed, 0.0f, 255.0f);
     for (size_t i = 0; i < data.size(); ++i) data[i] = uint8_t(noise[i]);
     const std::vector<int32_t> index =
         reorder_index(tokens, 4, ReorderSpec{ReorderKind::kDualChunkSwap, 1});
@@ -148,10 +203,10 @@ void prepare(AttentionBackend& backend, uint64_t seed, BackendProblem& p) {
   p.k = random_tensor(kv_count, p.dtype, seed + 2);
   p.v = random_tensor(kv_count, p.dtype, seed + 3);
   p.dout = random_tensor(q_count, p.dtype, seed + 4);
-  p.q64.assign(p.q.values.begin(), p.q.values.end());
-  p.k64.assign(p.k.values.begin(), p.k.values.end());
-  p.v64.assign(p.v.values.begin(), p.v.values.end());
-  p.dout64.assign(p.dout.values.begin(), p.dout.values.end());
+  p.q64 = as_doubles(p.q, p.dtype);
+  p.k64 = as_doubles(p.k, p.dtype);
+  p.v64 = as_doubles(p.v, p.dtype);
+  p.dout64 = as_doubles(p.dout, p.dtype);
   p.d_q = upload(backend, p.q.bytes);
   p.d_k = upload(backend, p.k.bytes);
   p.d_v = upload(backend, p.v.bytes);
@@ -188,7 +243,8 @@ TEST_F(CudaBackendTest, Cp1ForwardEqualsTheDirectKernel) {
 
   DeviceBuffer direct_out = poisoned_buffer(o_count, p.dtype);
   DeviceBuffer direct_lse = poisoned_buffer(l_count, DType::kF32);
-  cuda::run_forward_direct(p.step, direct_out.data(), direct_lse.as<float>(), nullptr);
+  cuda::run_forward_direct(p.step, direct_out.data(), direct_lse.as<float>(), cuda::KernelOptions{},
+                           nullptr);
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   const std::vector<float> expected_out = download_as_float(direct_out, p.dtype, o_count);
   const std::vector<float> expected_lse = to_host<float>(direct_lse, l_count);
@@ -217,12 +273,12 @@ TEST_F(CudaBackendTest, BackwardStepMatchesReference) {
   const ReferenceGrads low = lowprec_backward(p.reference, p.dout64.data(), p.dtype);
 
   // O (dtype) and LSE from the device forward; delta and the gradients through the backend.
-  const size_t o_count = p.q.size();
-  const size_t kv_count = p.k.size();
+  const size_t o_count = p.q64.size();
+  const size_t kv_count = p.k64.size();
   const size_t l_count = size_t(p.dims.batch) * p.dims.num_heads_q * p.dims.seqlen_q;
   DeviceBuffer out = poisoned_buffer(o_count, p.dtype);
   DeviceBuffer lse = poisoned_buffer(l_count, DType::kF32);
-  cuda::run_forward_direct(p.step, out.data(), lse.as<float>(), nullptr);
+  cuda::run_forward_direct(p.step, out.data(), lse.as<float>(), cuda::KernelOptions{}, nullptr);
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   auto d_dout = upload(*backend, p.dout.bytes);
   BackendBuffer delta(*backend, l_count * sizeof(float));

@@ -36,15 +36,17 @@ struct BackwardSetup {
   MaskSpec mask;
   ReorderSpec reorder;
   int cp = 1;
-  bool deterministic = false;
+  cuda::KernelOptions kernels;  // the main loop, the gradient adds and the deterministic mode
 };
 
 std::string describe(const BackwardSetup& s) {
   return std::string(dtype_name(s.dtype)) + " head_dim " + std::to_string(s.head_dim) + " heads " +
          std::to_string(s.num_heads_q) + "/" + std::to_string(s.num_heads_kv) +
          (s.mask.causal ? " causal" : " non-causal") + " window " + std::to_string(s.mask.window) +
-         " " + reorder_label(s.reorder) + " cp " + std::to_string(s.cp) +
-         (s.deterministic ? " deterministic" : "");
+         " " + reorder_label(s.reorder) + " cp " + std::to_string(s.cp) + " backward_loop " +
+         main_loop_name(s.kernels.backward_loop) + " grad_add " +
+         gradient_add_name(s.kernels.backward_grad_add) +
+         (s.kernels.deterministic ? " deterministic" : "");
 }
 
 // Tokens [begin, begin + count) of every row of a [batch, seq_len, width] tensor of `elem`
@@ -105,10 +107,10 @@ RowProblem make_problem(const PackedBatch& layout, const BackwardSetup& s, uint6
   p.v = random_tensor(count_k, s.dtype, seed + 3);
   p.dout = random_tensor(count_q, s.dtype, seed + 4);
 
-  const std::vector<double> q = to_doubles(p.q.values);
-  const std::vector<double> k = to_doubles(p.k.values);
-  const std::vector<double> v = to_doubles(p.v.values);
-  const std::vector<double> dout = to_doubles(p.dout.values);
+  const std::vector<double> q = as_doubles(p.q, s.dtype);
+  const std::vector<double> k = as_doubles(p.k, s.dtype);
+  const std::vector<double> v = as_doubles(p.v, s.dtype);
+  const std::vector<double> dout = as_doubles(p.dout, s.dtype);
   ReferenceProblem problem;
   problem.dims = p.dims;
   problem.mask = s.mask;
@@ -154,7 +156,7 @@ CudaGrads run_cuda_steps(const RowProblem& p, const BackwardSetup& s, uint64_t s
     std::vector<float> dq0, dk0, dv0;  // initial accumulator values
   };
   auto initial = [&](size_t count, uint64_t stream_seed) {
-    return nonzero_start ? random_values(count, stream_seed) : std::vector<float>(count, 0.0f);
+    return nonzero_start ? random_uniform(count, stream_seed) : std::vector<float>(count, 0.0f);
   };
   std::vector<Shard> shards(s.cp);
   AttentionDims shard_dims = d;
@@ -204,7 +206,7 @@ CudaGrads run_cuda_steps(const RowProblem& p, const BackwardSetup& s, uint64_t s
                               shards[r].delta.as<float>()};
       const BackwardAccumulators acc{shards[r].dq.as<float>(), shards[t].dk.as<float>(),
                                      shards[t].dv.as<float>()};
-      cuda::run_backward(step, in, acc, s.deterministic, nullptr);
+      cuda::run_backward(step, in, acc, s.kernels, nullptr);
     }
   }
   EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
@@ -273,7 +275,7 @@ TEST_F(CudaBackward, AddsOntoNonzeroAccumulators) {
   const PackedBatch batch = random_packed_batch(1, 190, seed);
   for (bool deterministic : {true, false}) {
     BackwardSetup s;
-    s.deterministic = deterministic;
+    s.kernels.deterministic = deterministic;
     const RowProblem p = make_problem(batch, s, seed);
     const CudaGrads from_zero = run_cuda_steps(p, s, seed);
     const CudaGrads from_values = run_cuda_steps(p, s, seed, true);
@@ -304,6 +306,8 @@ TEST_F(CudaBackward, DeltaMatchesRowSumOfDoutTimesOut) {
       const size_t count = size_t(dims.batch) * dims.seqlen_q * dims.num_heads_q * head_dim;
       const HostTensor dout = random_tensor(count, dtype, seed + 1);
       const HostTensor out = random_tensor(count, dtype, seed + 2);
+      const std::vector<double> dout_values = as_doubles(dout, dtype);
+      const std::vector<double> out_values = as_doubles(out, dtype);
       const DeviceBuffer dout_d = to_device(dout);
       const DeviceBuffer out_d = to_device(out);
       const size_t rows = size_t(dims.batch) * dims.num_heads_q * dims.seqlen_q;
@@ -318,8 +322,8 @@ TEST_F(CudaBackward, DeltaMatchesRowSumOfDoutTimesOut) {
             for (int i = 0; i < head_dim; ++i) {
               const size_t at =
                   ((size_t(b) * dims.seqlen_q + t) * dims.num_heads_q + h) * head_dim + i;
-              sum += double(dout.values[at]) * out.values[at];
-              magnitude += std::fabs(double(dout.values[at]) * out.values[at]);
+              sum += dout_values[at] * out_values[at];
+              magnitude += std::fabs(dout_values[at] * out_values[at]);
             }
             const float value = got[(size_t(b) * dims.num_heads_q + h) * dims.seqlen_q + t];
             ASSERT_NEAR(value, sum, 1e-6 * magnitude + 1e-7)
@@ -410,12 +414,13 @@ TEST_F(CudaBackward, NonCausalAndSlidingWindowMasks) {
 }
 
 // Two rows of documents longer than many tiles, GQA 4:1.
-void check_long_documents(int head_dim, uint64_t seed) {
+void check_long_documents(int head_dim, uint64_t seed, const cuda::KernelOptions& kernels = {}) {
   const PackedBatch batch = batch_from_lengths({{700, 1, 300}, {1001}}, 1001);
   BackwardSetup s;
   s.head_dim = head_dim;
   s.num_heads_q = 4;
   s.num_heads_kv = 1;
+  s.kernels = kernels;
   check_backward(batch, s, seed, "long_documents");
 }
 
@@ -428,24 +433,56 @@ TEST_F(CudaBackward, LongDocumentAcrossManyTiles) {
 // favour of the wgmma kernel: forced so both stay tested on a Hopper machine.
 TEST_F(CudaBackward, MmaSyncLoopMatchesReference) {
   const uint64_t seed = seed_from_test_name();
-  const ScopedEnv force("RINGPACK_BACKWARD_MMA_SYNC", "1");
-  check_long_documents(128, seed);
+  cuda::KernelOptions mma_sync;
+  mma_sync.backward_loop = MainLoop::kMmaSync;
+  check_long_documents(128, seed, mma_sync);
   for (const NamedLayout& layout : adversarial_layouts(196, 2)) {
     BackwardSetup setup;
     setup.head_dim = 128;
     setup.cp = 2;
     setup.reorder = ReorderSpec{ReorderKind::kDualChunkSwap, 1};
+    setup.kernels = mma_sync;
     check_backward(layout.batch, setup, seed, layout.name);
   }
 }
 
 // The Hopper backward adds its gradients by tensor reductions of staged tiles by default; the
-// float2-atomic path (accumulators TMA cannot describe, or forced for A/B benchmarks) must agree
-// with the reference too.
+// float2-atomic path (accumulators TMA cannot describe, or chosen for A/B benchmarks) must agree
+// with the reference too, and so must other head splits than one CTA per query head.
 TEST_F(CudaBackward, AtomicGradientAddsMatchReference) {
   const uint64_t seed = seed_from_test_name();
-  const ScopedEnv force("RINGPACK_BACKWARD_ATOMICS", "1");
-  check_long_documents(128, seed);
+  cuda::KernelOptions atomics;
+  atomics.backward_grad_add = GradientAdd::kAtomics;
+  check_long_documents(128, seed, atomics);
+}
+
+TEST_F(CudaBackward, HeadSplitsMatchReference) {
+  const uint64_t seed = seed_from_test_name();
+  for (const MainLoop loop : {MainLoop::kAuto, MainLoop::kMmaSync}) {
+    for (const int splits : {1, 2}) {  // GQA 4:1 in check_long_documents
+      cuda::KernelOptions kernels;
+      kernels.backward_loop = loop;
+      kernels.backward_head_splits = splits;
+      check_long_documents(128, seed, kernels);
+    }
+  }
+}
+
+TEST_F(CudaBackward, HeadSplitsThatDoNotDivideTheGroupAreRejected) {
+  const PackedBatch batch = batch_from_lengths({{64}}, 64);
+  BackwardSetup s;
+  s.head_dim = 128;
+  s.num_heads_q = 4;
+  s.num_heads_kv = 1;
+  s.kernels.backward_head_splits = 3;
+  const RowProblem p = make_problem(batch, s, seed_from_test_name());
+  try {
+    run_cuda_steps(p, s, 1);
+    ADD_FAILURE() << "head splits 3 accepted for a GQA group of 4";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--backward-head-splits 3"), std::string::npos)
+        << e.what();
+  }
 }
 
 TEST_F(CudaBackward, DeterministicModeIsCorrectAndBitIdentical) {
@@ -454,7 +491,7 @@ TEST_F(CudaBackward, DeterministicModeIsCorrectAndBitIdentical) {
   for (int head_dim : {64, 128}) {
     BackwardSetup s;
     s.head_dim = head_dim;
-    s.deterministic = true;
+    s.kernels.deterministic = true;
     const RowProblem p = make_problem(batch, s, seed);
     const CudaGrads first = run_cuda_steps(p, s, seed);
     const CudaGrads second = run_cuda_steps(p, s, seed);
@@ -482,10 +519,12 @@ TEST_F(CudaBackward, RejectsUnsupportedHeadDimAndDtype) {
   float value = 0.0f;
   const BackwardInputs in{&dummy, &value, &value};
   const BackwardAccumulators acc{&value, &value, &value};
-  EXPECT_THROW(cuda::run_backward(step, in, acc, false, nullptr), Error);
+  EXPECT_THROW(cuda::run_backward(step, in, acc, cuda::KernelOptions{}, nullptr), Error);
+  step.dims.head_dim = 256;  // the forward runs it, the backward does not
+  EXPECT_THROW(cuda::run_backward(step, in, acc, cuda::KernelOptions{}, nullptr), Error);
   step.dims.head_dim = 64;
   step.dtype = DType::kF32;
-  EXPECT_THROW(cuda::run_backward(step, in, acc, false, nullptr), Error);
+  EXPECT_THROW(cuda::run_backward(step, in, acc, cuda::KernelOptions{}, nullptr), Error);
 }
 
 // Causal visible pairs of a batch without a window: L (L + 1) / 2 per document.
@@ -502,19 +541,9 @@ int64_t causal_pairs(const PackedBatch& batch) {
   return pairs;
 }
 
-// Device buffer of `count` random 16-bit values (bf16 in [-1, 1)) from a cheap generator: the
-// timing inputs are too large for the test helpers' engine.
+// Device buffer of `count` random bf16 values in [-1, 1).
 DeviceBuffer random_bf16_buffer(size_t count, uint64_t seed) {
-  std::vector<uint16_t> host(count);
-  uint64_t state = seed * 0x9E3779B97F4A7C15ull + 1;
-  for (uint16_t& x : host) {
-    state ^= state << 13;
-    state ^= state >> 7;
-    state ^= state << 17;
-    const float unit = float(state >> 40) / float(1ull << 24);
-    x = float_to_bf16(2.0f * unit - 1.0f);
-  }
-  return to_device(host);
+  return to_device(random_tensor(count, DType::kBF16, seed));
 }
 
 // Throughput on the standard workloads of docs/design.md §8 (bf16, 32 q heads, 8 kv heads, head_dim
@@ -575,14 +604,16 @@ TEST_F(CudaBackward, DISABLED_ThroughputStandardWorkloads) {
     const BackwardInputs in{dout.data(), lse.as<float>(), delta.as<float>()};
     const BackwardAccumulators acc{dq.as<float>(), dk.as<float>(), dv.as<float>()};
     for (bool deterministic : {false, true}) {
+      cuda::KernelOptions kernels;
+      kernels.deterministic = deterministic;
       cudaEvent_t start, stop;
       ASSERT_EQ(cudaEventCreate(&start), cudaSuccess);
       ASSERT_EQ(cudaEventCreate(&stop), cudaSuccess);
-      for (int i = 0; i < kWarmup; ++i) cuda::run_backward(step, in, acc, deterministic, nullptr);
+      for (int i = 0; i < kWarmup; ++i) cuda::run_backward(step, in, acc, kernels, nullptr);
       std::vector<float> ms(kRepeats);
       for (float& t : ms) {
         ASSERT_EQ(cudaEventRecord(start), cudaSuccess);
-        cuda::run_backward(step, in, acc, deterministic, nullptr);
+        cuda::run_backward(step, in, acc, kernels, nullptr);
         ASSERT_EQ(cudaEventRecord(stop), cudaSuccess);
         ASSERT_EQ(cudaEventSynchronize(stop), cudaSuccess);
         ASSERT_EQ(cudaEventElapsedTime(&t, start, stop), cudaSuccess);

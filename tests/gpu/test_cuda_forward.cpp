@@ -33,6 +33,7 @@ struct ForwardCase {
   MaskSpec mask;
   std::vector<int32_t> segment_ids_q, positions_q;  // [batch, seqlen_q]
   std::vector<int32_t> segment_ids_k, positions_k;  // [batch, seqlen_k]
+  cuda::KernelOptions kernels;                      // the main loop (default: auto)
 };
 
 // Self-attention over a packed batch (queries and keys are the same tokens).
@@ -109,9 +110,9 @@ void prepare(const ForwardCase& c, uint64_t seed, CaseInputs& in) {
   in.step.segment_ids_k = in.d_seg_k.as<int32_t>();
   in.step.positions_k = in.d_pos_k.as<int32_t>();
 
-  in.q64.assign(in.q.values.begin(), in.q.values.end());
-  in.k64.assign(in.k.values.begin(), in.k.values.end());
-  in.v64.assign(in.v.values.begin(), in.v.values.end());
+  in.q64 = as_doubles(in.q, c.dtype);
+  in.k64 = as_doubles(in.k, c.dtype);
+  in.v64 = as_doubles(in.v, c.dtype);
   in.problem.dims = in.step.dims;
   in.problem.mask = c.mask;
   in.problem.scale = double(resolve_scale(0.0f, c.head_dim));
@@ -153,7 +154,7 @@ void run_direct(const ForwardCase& c, const CaseInputs& in, std::vector<double>&
   const size_t l_count = size_t(c.batch) * c.num_heads_q * c.seqlen_q;
   DeviceBuffer d_out = poisoned_buffer(o_count, c.dtype);
   DeviceBuffer d_lse = poisoned_buffer(l_count, DType::kF32);
-  cuda::run_forward_direct(in.step, d_out.data(), d_lse.as<float>(), nullptr);
+  cuda::run_forward_direct(in.step, d_out.data(), d_lse.as<float>(), c.kernels, nullptr);
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   out = as_double(download_as_float(d_out, c.dtype, o_count));
   lse = as_double(to_host<float>(d_lse, l_count));
@@ -254,14 +255,14 @@ TEST_F(CudaForward, LongDocumentUsesFullTilesCorrectly) {
 }
 
 // The portable mma.sync main loop, which sm_90 skips for head_dim 64/128 in favour of wgmma:
-// forced through the launcher's switch so both loops stay tested on a Hopper machine.
+// forced through KernelOptions::forward_loop so both loops stay tested on a Hopper machine.
 TEST_F(CudaForward, MmaSyncLoopMatchesReference) {
   const uint64_t seed = seed_from_test_name();
-  const ScopedEnv force("RINGPACK_FORWARD_MMA_SYNC", "1");
   for (const NamedLayout& layout : adversarial_layouts(200, 4)) {
     ForwardCase c = self_case(layout.name, layout.batch);
     c.num_heads_q = 4;
     c.num_heads_kv = 1;
+    c.kernels.forward_loop = MainLoop::kMmaSync;
     check_direct(c, seed);
   }
   for (int head_dim : {64, 128}) {
@@ -269,6 +270,7 @@ TEST_F(CudaForward, MmaSyncLoopMatchesReference) {
     c.head_dim = head_dim;
     c.num_heads_q = 2;
     c.num_heads_kv = 1;
+    c.kernels.forward_loop = MainLoop::kMmaSync;
     check_direct(c, seed + head_dim);
   }
 }
@@ -285,7 +287,7 @@ TEST_F(CudaForward, MergeFromEmptyAccumulatorsEqualsDirect) {
   const size_t l_count = size_t(c.batch) * c.num_heads_q * c.seqlen_q;
   DeviceBuffer acc_out = to_device(std::vector<float>(o_count, 0.0f));
   DeviceBuffer acc_lse = to_device(std::vector<float>(l_count, -INFINITY));
-  cuda::run_forward(in.step, {acc_out.as<float>(), acc_lse.as<float>()}, nullptr);
+  cuda::run_forward(in.step, {acc_out.as<float>(), acc_lse.as<float>()}, c.kernels, nullptr);
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   const std::vector<float> merged_out = to_host<float>(acc_out, o_count);
   const std::vector<float> merged_lse = to_host<float>(acc_lse, l_count);
@@ -319,7 +321,7 @@ TEST_F(CudaForward, TwoMergedStepsMatchReference) {
   const size_t token_elems = size_t(whole.num_heads_kv) * whole.head_dim;
   for (const auto& [begin, count] : {std::pair{0, split}, std::pair{split, seq_len - split}}) {
     // Keys/values [begin, begin + count) of every row, as their own contiguous block.
-    std::vector<uint8_t> k_block, v_block;
+    std::vector<std::byte> k_block, v_block;
     const size_t elem = dtype_size(whole.dtype);
     for (int b = 0; b < whole.batch; ++b) {
       const size_t from = (size_t(b) * seq_len + begin) * token_elems * elem;
@@ -337,7 +339,7 @@ TEST_F(CudaForward, TwoMergedStepsMatchReference) {
     step.v = d_v.data();
     step.segment_ids_k = d_seg.as<int32_t>();
     step.positions_k = d_pos.as<int32_t>();
-    cuda::run_forward(step, {acc_out.as<float>(), acc_lse.as<float>()}, nullptr);
+    cuda::run_forward(step, {acc_out.as<float>(), acc_lse.as<float>()}, whole.kernels, nullptr);
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   }
   // The accumulated O is fp32; round it to dtype as a CP run's final cast would.

@@ -2,5 +2,6 @@
 #include "cuda/backward_launch_template.h"
 
 namespace ringpack::cuda {
-template void run_backward_instance<__half, 128>(BackwardParams, bool, cudaStream_t);
+template void run_backward_instance<__half, 128>(BackwardParams, const KernelOptions&,
+                                                 cudaStream_t);
 }  // namespace ringpack::cuda

@@ -2,5 +2,5 @@
 #include "cuda/backward_launch_template.h"
 
 namespace ringpack::cuda {
-template void run_backward_instance<__half, 64>(BackwardParams, bool, cudaStream_t);
+template void run_backward_instance<__half, 64>(BackwardParams, const KernelOptions&, cudaStream_t);
 }  // namespace ringpack::cuda

@@ -1,0 +1,65 @@
+// The CUDA kernel flags of `run` and `bench` (kernel_flags.h).
+#include "kernel_flags.h"
+
+#include "ringpack/error.h"
+
+namespace ringpack::cli {
+namespace {
+
+// parse(value), with the flag named in the error.
+template <class Parse>
+auto parse_flag(const char* flag, const std::string& value, Parse parse) {
+  try {
+    return parse(value);
+  } catch (const Error& e) {
+    throw Error(std::string(flag) + ": " + e.what(), e.where());
+  }
+}
+
+}  // namespace
+
+KernelFlags::KernelFlags() {
+  const BackendOptions defaults;
+  forward_loop_ = main_loop_name(defaults.forward_loop);
+  backward_loop_ = main_loop_name(defaults.backward_loop);
+  backward_grad_add_ = gradient_add_name(defaults.backward_grad_add);
+  backward_head_splits_ = defaults.backward_head_splits;
+}
+
+void KernelFlags::add_to(CLI::App& command, const std::string& group, ConfigKeys* keys) {
+  const auto add = [&](const char* flag, const char* key, auto& field, const std::string& help) {
+    CLI::Option* option = command.add_option(flag, field, help)->group(group);
+    if (keys != nullptr) keys->add(key, option, store_into(field, key));
+  };
+  add("--forward-loop", "forward_loop", forward_loop_,
+      "CUDA forward main loop: auto (Hopper's wgmma loop where it serves: compute capability "
+      "9.x, head_dim 64 or 128; else mma_sync), wgmma (or an error), mma_sync");
+  add("--backward-loop", "backward_loop", backward_loop_,
+      "CUDA backward main loop: auto (Hopper's wgmma loop where it serves: compute capability "
+      "9.x, head_dim 128, not deterministic; else mma_sync), wgmma (or an error), mma_sync");
+  add("--backward-grad-add", "backward_grad_add", backward_grad_add_,
+      "how the Hopper backward adds dQ, dK, dV: auto (TMA reductions where TMA can describe the "
+      "gradients, else atomics), tma (or an error), atomics");
+  add("--backward-head-splits", "backward_head_splits", backward_head_splits_,
+      "CUDA backward CTAs per (key tile, kv head): a divisor of --heads-q / --heads-kv; 0 = one "
+      "per query head");
+}
+
+void KernelFlags::apply(BackendOptions& options) const {
+  options.forward_loop = parse_flag("--forward-loop", forward_loop_, parse_main_loop);
+  options.backward_loop = parse_flag("--backward-loop", backward_loop_, parse_main_loop);
+  options.backward_grad_add =
+      parse_flag("--backward-grad-add", backward_grad_add_, parse_gradient_add);
+  RINGPACK_CHECK(backward_head_splits_ >= 0, "--backward-head-splits ", backward_head_splits_,
+                 " is negative: give a divisor of --heads-q / --heads-kv, or 0 for one CTA per "
+                 "query head");
+  options.backward_head_splits = backward_head_splits_;
+}
+
+std::string KernelFlags::describe() const {
+  return "--forward-loop " + forward_loop_ + " --backward-loop " + backward_loop_ +
+         " --backward-grad-add " + backward_grad_add_ + " --backward-head-splits " +
+         std::to_string(backward_head_splits_);
+}
+
+}  // namespace ringpack::cli

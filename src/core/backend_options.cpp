@@ -1,0 +1,46 @@
+// Names of the kernel choices of BackendOptions (include/ringpack/attention.h), as the CLI and
+// the config file spell them.
+#include "ringpack/attention.h"
+#include "ringpack/error.h"
+
+namespace ringpack {
+
+const char* main_loop_name(MainLoop loop) {
+  switch (loop) {
+    case MainLoop::kAuto:
+      return "auto";
+    case MainLoop::kWgmma:
+      return "wgmma";
+    case MainLoop::kMmaSync:
+      return "mma_sync";
+  }
+  return "?";
+}
+
+MainLoop parse_main_loop(std::string_view name) {
+  for (const MainLoop loop : {MainLoop::kAuto, MainLoop::kWgmma, MainLoop::kMmaSync}) {
+    if (name == main_loop_name(loop)) return loop;
+  }
+  RINGPACK_FAIL("unknown main loop '", name, "': use auto, wgmma or mma_sync");
+}
+
+const char* gradient_add_name(GradientAdd add) {
+  switch (add) {
+    case GradientAdd::kAuto:
+      return "auto";
+    case GradientAdd::kTma:
+      return "tma";
+    case GradientAdd::kAtomics:
+      return "atomics";
+  }
+  return "?";
+}
+
+GradientAdd parse_gradient_add(std::string_view name) {
+  for (const GradientAdd add : {GradientAdd::kAuto, GradientAdd::kTma, GradientAdd::kAtomics}) {
+    if (name == gradient_add_name(add)) return add;
+  }
+  RINGPACK_FAIL("unknown gradient add '", name, "': use auto, tma or atomics");
+}
+
+}  // namespace ringpack

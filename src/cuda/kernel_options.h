@@ -1,0 +1,41 @@
+// The kernel choices of the CUDA launchers: the CUDA fields of BackendOptions
+// (include/ringpack/attention.h), carried by the CUDA backend (or the benchmark) into run_forward
+// and run_backward. Nothing else selects a kernel. Host-only header: no CUDA types.
+//
+// A kernel family runs Hopper's main loop (wgmma, TMA; the build's sm_90a code) on compute
+// capability 9.x when a Hopper kernel serves the configuration (MainLoop::kAuto), else the
+// portable mma.sync loop; kMmaSync forces the portable loop (A/B benchmarks, tests of both loops)
+// and kWgmma requires Hopper's (an error naming what prevents it, rather than a silent fallback).
+#pragma once
+
+#include "ringpack/attention.h"
+
+namespace ringpack::cuda {
+
+struct KernelOptions {
+  MainLoop forward_loop = MainLoop::kAuto;
+  MainLoop backward_loop = MainLoop::kAuto;
+  GradientAdd backward_grad_add = GradientAdd::kAuto;
+  int backward_head_splits = 0;  // 0 = the launcher's choice (backward_head_splits)
+  bool deterministic = false;    // bit-identical backward: mma.sync kernels, dQ without atomics
+};
+
+// The kernel fields of `options`.
+KernelOptions kernel_options(const BackendOptions& options);
+
+// Throws ringpack::Error naming the value and the fix unless the kernels run the forward of
+// (dtype, head_dim) with `options` on device `device` and, with `backward`, the backward too.
+// Checks everything known before the tensors are; the launchers check the rest (a divisor of the
+// GQA group for backward_head_splits, tensors that TMA can describe for kWgmma and kTma).
+void check_supported(DType dtype, int head_dim, bool backward, const KernelOptions& options,
+                     int device);
+
+// Whether the current device runs Hopper's main loop (compute capability 9.x).
+bool device_is_hopper();
+
+// Whether a kernel family runs Hopper's main loop for `loop`: `hopper_kernel` says whether one
+// serves the configuration (head_dim, mode). kWgmma without one throws; `flag` names the option in
+// the message (e.g. "--forward-loop").
+bool use_hopper_main_loop(MainLoop loop, bool hopper_kernel, const char* flag);
+
+}  // namespace ringpack::cuda
