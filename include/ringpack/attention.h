@@ -17,6 +17,7 @@
 
 #include "ringpack/dtype.h"
 #include "ringpack/mask.h"
+#include "ringpack/timeline.h"
 
 namespace ringpack {
 
@@ -99,8 +100,19 @@ class AttentionBackend {
   // delta[b][h][s] = sum_d dout[b][s][h][d] * out[b][s][h][d] (fp32).
   virtual void compute_delta(const void* dout, const void* out, DType dtype,
                              const AttentionDims& dims, float* delta) = 0;
+  // dst[i] += src[i] for i < count (fp32).
+  virtual void accumulate(float* dst, const float* src, size_t count) = 0;
+
+  // Stream order (docs/design.md §4). Every call above is enqueued on one compute stream: a
+  // cudaStream_t for the CUDA backend, nullptr for host backends, whose calls run to completion
+  // before they return. Only copy_to_host, copy_from_host and synchronize wait on the host.
+  virtual void* stream() const { return nullptr; }
   // Waits for all work issued by this backend (no-op on the host).
   virtual void synchronize() = 0;
+  // Whether all work issued so far has finished; never blocks.
+  virtual bool idle() { return true; }
+  // A timeline whose marks on stream() time this backend's work (host backends: the host clock).
+  virtual std::unique_ptr<Timeline> make_timeline() = 0;
 };
 
 // CUDA: the main loop a kernel family runs.
@@ -125,6 +137,9 @@ struct BackendOptions {
   int num_threads = 0;  // CPU backends: worker threads per call (0 = hardware concurrency)
   int device = 0;       // CUDA: device ordinal
   bool deterministic = false;
+  // CUDA: the compute stream to enqueue on (a cudaStream_t, e.g. a framework's current stream);
+  // 0 = the backend creates its own non-blocking stream.
+  std::uintptr_t stream = 0;
   // CUDA: the forward's main loop (Hopper kernels: head_dim 64 and 128 on compute capability 9.x).
   MainLoop forward_loop = MainLoop::kAuto;
   // CUDA: the backward's main loop (Hopper kernel: head_dim 128, not deterministic).

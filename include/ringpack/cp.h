@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -45,13 +46,26 @@ struct BackwardOutputs {
   void* dv = nullptr;  // [batch, n, num_heads_kv, head_dim], input dtype
 };
 
+// One span of the step loop, in seconds from the start of the schedule call.
+struct TraceSpan {
+  enum class Lane { kCompute, kTransfer };
+  Lane lane = Lane::kCompute;
+  std::string name;  // "compute", "wait", "kv", "dkv", ...
+  int step = 0;      // ring step (0 for all_gather's single step)
+  double start_seconds = 0.0;
+  double end_seconds = 0.0;
+};
+
+// Measured in stream order (a Timeline of the backend), so on a GPU they time the device work,
+// not the host's enqueueing.
 struct ScheduleStats {
   int steps_computed = 0;
   int steps_skipped = 0;
   uint64_t bytes_sent = 0;
-  double compute_seconds = 0.0;  // time inside backend calls
-  double wait_seconds = 0.0;     // time blocked on communication
-  double total_seconds = 0.0;
+  double compute_seconds = 0.0;  // attention, merges and gradient adds on the compute stream
+  double wait_seconds = 0.0;     // the compute stream waiting for transfers (exposed comm)
+  double total_seconds = 0.0;    // the whole call, first mark to the last
+  std::vector<TraceSpan> spans;  // compute and wait spans, and transfers where recorded
 };
 
 void cp_forward(Strategy strategy, const ShardInputs& in, AttentionBackend& backend,

@@ -33,7 +33,10 @@ class InProcessRequest : public CommRequest {
 
 // ---- InProcessWorld ---------------------------------------------------------------------------
 
-InProcessWorld::InProcessWorld(int size) : size_(size), finished_(size_t(size), false) {
+InProcessWorld::InProcessWorld(int size, double timeout_seconds)
+    : size_(size), timeout_(timeout_seconds), finished_(size_t(size), false) {
+  RINGPACK_CHECK(timeout_seconds > 0, "communication timeout ", timeout_seconds,
+                 " s must be positive");
   RINGPACK_CHECK(size >= 1, "in-process world size ", size, " is invalid: use at least 1 rank");
   progress_thread_ = std::thread([this] { progress_loop(); });
 }
@@ -100,10 +103,14 @@ void InProcessWorld::wait(const std::shared_ptr<CommOp>& op) {
   using State = CommOp::State;
   const int peer = op->is_send ? op->dst : op->src;
   std::unique_lock<std::mutex> lock(mutex_);
-  ranks_cv_.wait(lock, [&] {
+  const bool settled = ranks_cv_.wait_for(lock, timeout_, [&] {
     return op->state == State::kDone || op->state == State::kFailed || failed_rank_ >= 0 ||
            (op->state == State::kPosted && finished_[size_t(peer)]);
   });
+  RINGPACK_CHECK(settled, "rank ", (op->is_send ? op->src : op->dst), ": the ",
+                 op_kind(op->is_send), " of ", op->bytes, " bytes with rank ", peer,
+                 " did not complete within ", timeout_.count(), " s (--comm-timeout): rank ", peer,
+                 " may hang or wait elsewhere");
   if (op->state == State::kDone) return;
   if (op->state == State::kFailed) RINGPACK_FAIL(op->error);
   if (failed_rank_ >= 0) throw_aborted();
@@ -140,9 +147,11 @@ void InProcessWorld::barrier(int self) {
   const auto any_finished = [&] {
     return std::find(finished_.begin(), finished_.end(), true) != finished_.end();
   };
-  ranks_cv_.wait(lock, [&] {
+  const bool settled = ranks_cv_.wait_for(lock, timeout_, [&] {
     return barrier_generation_ != generation || failed_rank_ >= 0 || any_finished();
   });
+  RINGPACK_CHECK(settled, "rank ", self, ": the barrier did not complete within ", timeout_.count(),
+                 " s (--comm-timeout): some rank never reached it");
   if (barrier_generation_ != generation) return;
   if (failed_rank_ >= 0) throw_aborted();
   const auto finished = std::find(finished_.begin(), finished_.end(), true) - finished_.begin();
@@ -252,9 +261,10 @@ void InProcessCommunicator::barrier() {
 
 // ---- run_in_process ---------------------------------------------------------------------------
 
-void run_in_process(int size, const std::function<void(Communicator&)>& fn) {
+void run_in_process(int size, const std::function<void(Communicator&)>& fn,
+                    double timeout_seconds) {
   RINGPACK_CHECK(size >= 1, "run_in_process size ", size, " is invalid: use at least 1 rank");
-  InProcessWorld world(size);
+  InProcessWorld world(size, timeout_seconds);
   std::mutex failures_mutex;
   std::exception_ptr first_error;    // the first exception that is not an abort
   std::exception_ptr first_aborted;  // used only when every failure was an abort

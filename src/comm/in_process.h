@@ -10,6 +10,7 @@
 // the other ranks throws Error("aborted: rank r failed ..."), so no rank deadlocks.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
@@ -52,12 +53,13 @@ struct CommOp {
 
 class InProcessWorld {
  public:
-  explicit InProcessWorld(int size);
+  InProcessWorld(int size, double timeout_seconds = kDefaultCommTimeoutSeconds);
   ~InProcessWorld();  // stops and joins the progress thread
   InProcessWorld(const InProcessWorld&) = delete;
   InProcessWorld& operator=(const InProcessWorld&) = delete;
 
   int size() const { return size_; }
+  double timeout_seconds() const { return timeout_.count(); }
 
   // Posts an op; matches it with the oldest unmatched op of the other side of (src, dst, channel).
   std::shared_ptr<CommOp> post(bool is_send, int self, int peer, CommChannel channel,
@@ -89,6 +91,7 @@ class InProcessWorld {
   [[noreturn]] void throw_aborted() const;  // needs mutex_ held
 
   const int size_;
+  const std::chrono::duration<double> timeout_;  // of every blocking wait
   std::mutex mutex_;
   std::condition_variable ranks_cv_;     // op completions, barrier, failures
   std::condition_variable progress_cv_;  // new transfers, shutdown
@@ -115,6 +118,7 @@ class InProcessCommunicator : public Communicator {
   void reduce_scatter_sum(const float* send, float* recv, size_t count) override;
   void barrier() override;
   uint64_t bytes_sent() const override { return bytes_sent_; }
+  double timeout_seconds() const override { return world_.timeout_seconds(); }
 
  private:
   std::unique_ptr<CommRequest> post(bool is_send, const void* send_data, void* recv_data,

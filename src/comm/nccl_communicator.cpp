@@ -54,7 +54,7 @@ class Backoff {
  public:
   void pause() {
     std::this_thread::sleep_for(pause_);
-    pause_ = std::min(pause_ * 2, std::chrono::microseconds(1000));
+    pause_ = std::min(pause_ * 2, std::chrono::microseconds(50));
   }
 
  private:

@@ -10,6 +10,7 @@
 #include "cp/device_buffer.h"
 #include "cp/kv_pack.h"
 #include "cp/schedules.h"
+#include "cp/step_recorder.h"
 
 namespace ringpack {
 namespace {
@@ -55,18 +56,14 @@ struct GatheredRow {
 };
 
 GatheredRow gather_row(const ShardInputs& in, AttentionBackend& backend, Communicator& comm,
-                       ScheduleStats& stats) {
+                       StepRecorder& recorder) {
   const int cp = comm.size();
   const int batch = in.dims.batch;
   const KvPackLayout layout = make_kv_pack_layout(in.dims, in.dtype);
   DeviceBuffer pack(backend, layout.total_bytes);
   fill_kv_pack(backend, layout, in, pack.data());
   DeviceBuffer gathered(backend, size_t(cp) * layout.total_bytes);  // [cp][pack]
-  backend.synchronize();  // the pack is complete before the gather reads it
-  {
-    ScopedTimer timer(stats.wait_seconds);
-    comm.all_gather(pack.data(), gathered.data(), layout.total_bytes);
-  }
+  recorder.collective([&] { comm.all_gather(pack.data(), gathered.data(), layout.total_bytes); });
 
   GatheredRow row{DeviceBuffer(backend, size_t(cp) * layout.kv_bytes),
                   DeviceBuffer(backend, size_t(cp) * layout.kv_bytes),
@@ -82,7 +79,6 @@ GatheredRow gather_row(const ShardInputs& in, AttentionBackend& backend, Communi
                layout.total_bytes, cp, batch, token_chunk);
   ranks_to_row(backend, row.positions.data(), gathered.at(layout.positions_offset),
                layout.total_bytes, cp, batch, token_chunk);
-  backend.synchronize();
   return row;
 }
 
@@ -98,17 +94,18 @@ void all_gather_forward(const ShardInputs& in, AttentionBackend& backend, Commun
                         const ForwardOutputs& out, ScheduleStats& stats) {
   const AttentionDims& dims = in.dims;
   const int seqlen_row = comm.size() * dims.seqlen_k;
-  const GatheredRow row = gather_row(in, backend, comm, stats);
+  StepRecorder recorder(backend, comm);
+  const GatheredRow row = gather_row(in, backend, comm, recorder);
 
   DeviceBuffer o_acc(backend, q_elements(dims) * sizeof(float));      // [batch, n, heads_q, D]
   DeviceBuffer lse_acc(backend, lse_elements(dims) * sizeof(float));  // [batch, heads_q, n]
   backend.fill(o_acc.as<float>(), q_elements(dims), 0.0f);
   backend.fill(lse_acc.as<float>(), lse_elements(dims), -std::numeric_limits<float>::infinity());
   if (any_step_visible(in)) {
-    ScopedTimer timer(stats.compute_seconds);
+    const size_t begin = recorder.mark();
     backend.forward(make_step(in, row.view(), seqlen_row),
                     ForwardAccumulators{o_acc.as<float>(), lse_acc.as<float>()});
-    backend.synchronize();
+    recorder.compute("compute", 0, begin, recorder.mark());
     ++stats.steps_computed;
   } else {
     ++stats.steps_skipped;
@@ -116,7 +113,7 @@ void all_gather_forward(const ShardInputs& in, AttentionBackend& backend, Commun
 
   backend.cast_from_f32(out.out, in.dtype, o_acc.as<float>(), q_elements(dims));
   backend.copy(out.lse, lse_acc.data(), lse_elements(dims) * sizeof(float));
-  backend.synchronize();
+  recorder.finish(stats);
 }
 
 void all_gather_backward(const ShardInputs& in, const void* out, const float* lse, const void* dout,
@@ -126,7 +123,8 @@ void all_gather_backward(const ShardInputs& in, const void* out, const float* ls
   const AttentionDims& dims = in.dims;
   const int seqlen_row = cp * dims.seqlen_k;
   const size_t kv_count = kv_elements(dims);  // of one shard
-  const GatheredRow row = gather_row(in, backend, comm, stats);
+  StepRecorder recorder(backend, comm);
+  const GatheredRow row = gather_row(in, backend, comm, recorder);
 
   DeviceBuffer delta(backend, lse_elements(dims) * sizeof(float));  // [batch, heads_q, n]
   backend.compute_delta(dout, out, in.dtype, dims, delta.as<float>());
@@ -137,11 +135,11 @@ void all_gather_backward(const ShardInputs& in, const void* out, const float* ls
   float* dk_row = dkv_row.as<float>();
   backend.fill(dk_row, 2 * size_t(cp) * kv_count, 0.0f);
   if (any_step_visible(in)) {
-    ScopedTimer timer(stats.compute_seconds);
+    const size_t begin = recorder.mark();
     backend.backward(make_step(in, row.view(), seqlen_row),
                      BackwardInputs{dout, lse, delta.as<float>()},
                      BackwardAccumulators{dq_acc.as<float>(), dk_row, dk_row + cp * kv_count});
-    backend.synchronize();
+    recorder.compute("compute", 0, begin, recorder.mark());
     ++stats.steps_computed;
   } else {
     ++stats.steps_skipped;
@@ -155,16 +153,13 @@ void all_gather_backward(const ShardInputs& in, const void* out, const float* ls
   row_to_ranks(backend, dkv_owners.at(owner_bytes / 2), owner_bytes, dk_row + cp * kv_count, cp,
                dims.batch, chunk_bytes);
   DeviceBuffer dkv(backend, owner_bytes);  // [2][batch, n, heads_kv, D]
-  backend.synchronize();
-  {
-    ScopedTimer timer(stats.wait_seconds);
-    comm.reduce_scatter_sum(dkv_owners.as<float>(), dkv.as<float>(), 2 * kv_count);
-  }
+  recorder.collective(
+      [&] { comm.reduce_scatter_sum(dkv_owners.as<float>(), dkv.as<float>(), 2 * kv_count); });
 
   backend.cast_from_f32(grads.dq, in.dtype, dq_acc.as<float>(), q_elements(dims));
   backend.cast_from_f32(grads.dk, in.dtype, dkv.as<float>(), kv_count);
   backend.cast_from_f32(grads.dv, in.dtype, dkv.as<float>() + kv_count, kv_count);
-  backend.synchronize();
+  recorder.finish(stats);
 }
 
 }  // namespace ringpack

@@ -1,5 +1,6 @@
 // The KV pack: one buffer holding everything a rank sends of its shard's keys and values, so one
-// ring step is one isend (docs/design.md §4: "together with that block's segment ids and positions").
+// ring step is one isend (docs/design.md §4: "together with that block's segment ids and
+// positions").
 //
 //   [k: batch, n, num_heads_kv, head_dim] (dtype)      at k_offset
 //   [v: batch, n, num_heads_kv, head_dim] (dtype)      at v_offset

@@ -4,7 +4,6 @@
 // all_gather.cpp hold one strategy each. All tensors stay in the backend's memory space.
 #pragma once
 
-#include <chrono>
 #include <cstddef>
 
 #include "cp/kv_pack.h"
@@ -62,21 +61,5 @@ inline AttentionStep make_step(const ShardInputs& in, const KvView& kv, int seql
 inline bool step_is_visible(const ShardInputs& in, int src) {
   return in.step_visible.empty() || in.step_visible[size_t(src)];
 }
-
-// Adds the wall time of its lifetime to `seconds`.
-class ScopedTimer {
- public:
-  explicit ScopedTimer(double& seconds)
-      : seconds_(seconds), start_(std::chrono::steady_clock::now()) {}
-  ~ScopedTimer() {
-    seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
-  }
-  ScopedTimer(const ScopedTimer&) = delete;
-  ScopedTimer& operator=(const ScopedTimer&) = delete;
-
- private:
-  double& seconds_;
-  std::chrono::steady_clock::time_point start_;
-};
 
 }  // namespace ringpack

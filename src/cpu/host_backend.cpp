@@ -1,14 +1,39 @@
 // Host memory and element-wise helpers shared by the CPU backends (host_backend.h).
 #include "cpu/host_backend.h"
 
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
+#include <vector>
 
 #include "ringpack/error.h"
 
 namespace ringpack {
 namespace {
 constexpr size_t kHostAlignment = 64;  // bytes: one cache line
+
+class HostTimeline final : public Timeline {
+ public:
+  size_t mark(void* /*stream*/) override {
+    const double now = std::chrono::duration<double>(Clock::now() - start_).count();
+    std::lock_guard<std::mutex> lock(mutex_);
+    marks_.push_back(now);
+    return marks_.size() - 1;
+  }
+  double seconds(size_t id) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    RINGPACK_CHECK(id < marks_.size(), "timeline mark ", id, " was never made");
+    return marks_[id];
+  }
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point start_ = Clock::now();
+  std::mutex mutex_;
+  std::vector<double> marks_;
+};
+
 }  // namespace
 
 void* HostBackend::allocate(size_t bytes) {
@@ -42,6 +67,14 @@ void HostBackend::fill(float* data, size_t count, float value) {
 
 void HostBackend::cast_from_f32(void* dst, DType dtype, const float* src, size_t count) {
   for (size_t i = 0; i < count; ++i) store_element(dst, dtype, i, src[i]);
+}
+
+void HostBackend::accumulate(float* dst, const float* src, size_t count) {
+  for (size_t i = 0; i < count; ++i) dst[i] += src[i];
+}
+
+std::unique_ptr<Timeline> HostBackend::make_timeline() {
+  return std::make_unique<HostTimeline>();
 }
 
 void HostBackend::compute_delta(const void* dout, const void* out, DType dtype,

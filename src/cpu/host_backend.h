@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <memory>
 #include <string>
 
 #include "ringpack/attention.h"
@@ -25,7 +26,10 @@ class HostBackend : public AttentionBackend {
   // delta[b][h][s] = sum_d dout[b][s][h][d] * out[b][s][h][d], fp32.
   void compute_delta(const void* dout, const void* out, DType dtype, const AttentionDims& dims,
                      float* delta) override;
+  void accumulate(float* dst, const float* src, size_t count) override;
   void synchronize() override {}
+  // Marks read the host clock (steady_clock) when they are made.
+  std::unique_ptr<Timeline> make_timeline() override;
 };
 
 }  // namespace ringpack

@@ -1,4 +1,5 @@
-// The CUDA AttentionBackend (attention.h): one device, one stream per instance. Every call binds
+// The CUDA AttentionBackend (attention.h): one device, one compute stream per instance (its own,
+// or the caller's from BackendOptions::stream). Every call binds
 // the backend's device first (CP ranks may drive several GPUs from several threads) and enqueues
 // on the stream; only copy_to_host and synchronize wait.
 #include "cuda/cuda_backend.h"
@@ -11,6 +12,7 @@
 
 #include "cuda/backward_api.h"
 #include "cuda/cuda_check.h"
+#include "cuda/cuda_events.h"
 #include "cuda/elementwise.h"
 #include "cuda/forward_api.h"
 #include "cuda/kernel_options.h"
@@ -32,7 +34,12 @@ class CudaBackend final : public AttentionBackend {
     RINGPACK_CHECK(device_ >= 0 && device_ < count, "CUDA device ", device_, " does not exist (",
                    count, " visible); use a device ordinal below ", count);
     RINGPACK_CUDA_CHECK(cudaSetDevice(device_));
-    RINGPACK_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    if (options.stream != 0) {
+      stream_ = reinterpret_cast<cudaStream_t>(options.stream);  // the caller's; not ours
+    } else {
+      RINGPACK_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+      owns_stream_ = true;
+    }
     // Keep freed scratch of the kernels' stream-ordered allocations in the pool between steps.
     cudaMemPool_t pool = nullptr;
     RINGPACK_CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool, device_));
@@ -43,7 +50,7 @@ class CudaBackend final : public AttentionBackend {
   ~CudaBackend() override {
     cudaSetDevice(device_);
     cudaStreamSynchronize(stream_);
-    cudaStreamDestroy(stream_);
+    if (owns_stream_) cudaStreamDestroy(stream_);
   }
 
   std::string name() const override { return "cuda"; }
@@ -64,19 +71,20 @@ class CudaBackend final : public AttentionBackend {
     cuda::run_backward(step, in, acc, kernel_options_, stream_);
   }
 
+  // Stream-ordered allocations from the device's pool (kept between calls, see the
+  // constructor): neither allocating nor freeing waits on the host, and a buffer freed while
+  // queued work still reads it is reused only after that work.
   void* allocate(size_t bytes) override {
     bind();
     void* ptr = nullptr;
-    if (bytes > 0) RINGPACK_CUDA_CHECK(cudaMalloc(&ptr, bytes));
+    if (bytes > 0) RINGPACK_CUDA_CHECK(cudaMallocAsync(&ptr, bytes, stream_));
     return ptr;
   }
 
   void deallocate(void* ptr) override {
     if (ptr == nullptr) return;
     bind();
-    // Work still queued on the stream may read ptr.
-    RINGPACK_CUDA_CHECK(cudaStreamSynchronize(stream_));
-    RINGPACK_CUDA_CHECK(cudaFree(ptr));
+    RINGPACK_CUDA_CHECK(cudaFreeAsync(ptr, stream_));
   }
 
   void copy_from_host(void* dst, const void* src, size_t bytes) override {
@@ -116,9 +124,28 @@ class CudaBackend final : public AttentionBackend {
     cuda::run_delta(dout, out, dtype, dims, delta, stream_);
   }
 
+  void accumulate(float* dst, const float* src, size_t count) override {
+    bind();
+    cuda::accumulate(dst, src, count, stream_);
+  }
+
+  void* stream() const override { return stream_; }
+
   void synchronize() override {
     bind();
     RINGPACK_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  }
+
+  bool idle() override {
+    bind();
+    const cudaError_t status = cudaStreamQuery(stream_);
+    if (status == cudaErrorNotReady) return false;
+    RINGPACK_CUDA_CHECK(status);
+    return true;
+  }
+
+  std::unique_ptr<Timeline> make_timeline() override {
+    return cuda::make_cuda_timeline(device_, stream_);
   }
 
  private:
@@ -127,6 +154,7 @@ class CudaBackend final : public AttentionBackend {
   int device_;
   cuda::KernelOptions kernel_options_;  // BackendOptions' kernel choices and mode
   cudaStream_t stream_ = nullptr;
+  bool owns_stream_ = false;
 };
 
 }  // namespace

@@ -1,6 +1,6 @@
-// The CUDA attention backend (owner: cudafwd): AttentionBackend on one device and one stream,
+// The CUDA attention backend AttentionBackend on one device and one stream,
 // forward via run_forward (merge epilogue), backward via run_backward, device memory via
-// cudaMalloc. Host-only header: no CUDA types.
+// the stream-ordered allocator. Host-only header: no CUDA types.
 #pragma once
 
 #include <memory>

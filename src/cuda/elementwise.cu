@@ -3,6 +3,7 @@
 #include <cuda_fp16.h>
 
 #include <algorithm>
+#include <cstdint>
 
 #include "cuda/cuda_check.h"
 #include "cuda/elementwise.h"
@@ -21,6 +22,28 @@ __global__ void fill_kernel(float* __restrict__ data, size_t count, float value)
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < count;
        i += size_t(gridDim.x) * blockDim.x)
     data[i] = value;
+}
+
+// float4 pieces where both pointers allow it (cudaMalloc'd buffers and 16-byte offsets).
+__global__ void accumulate_kernel(float* __restrict__ dst, const float* __restrict__ src,
+                                  size_t count) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < count;
+       i += size_t(gridDim.x) * blockDim.x)
+    dst[i] += src[i];
+}
+
+__global__ void accumulate4_kernel(float4* __restrict__ dst, const float4* __restrict__ src,
+                                   size_t count4) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < count4;
+       i += size_t(gridDim.x) * blockDim.x) {
+    float4 a = dst[i];
+    const float4 b = src[i];
+    a.x += b.x;
+    a.y += b.y;
+    a.z += b.z;
+    a.w += b.w;
+    dst[i] = a;
+  }
 }
 
 template <class T>
@@ -71,6 +94,20 @@ void launch_gather(const void* src, void* dst, const int32_t* index, int rows, i
 void fill(float* data, size_t count, float value, cudaStream_t stream) {
   if (count == 0) return;
   fill_kernel<<<blocks_for(count), kThreads, 0, stream>>>(data, count, value);
+  RINGPACK_CHECK_LAUNCH();
+}
+
+void accumulate(float* dst, const float* src, size_t count, cudaStream_t stream) {
+  if (count == 0) return;
+  constexpr size_t kVector = 4;
+  const bool aligned = reinterpret_cast<uintptr_t>(dst) % 16 == 0 &&
+                       reinterpret_cast<uintptr_t>(src) % 16 == 0 && count % kVector == 0;
+  if (aligned) {
+    accumulate4_kernel<<<blocks_for(count / kVector), kThreads, 0, stream>>>(
+        reinterpret_cast<float4*>(dst), reinterpret_cast<const float4*>(src), count / kVector);
+  } else {
+    accumulate_kernel<<<blocks_for(count), kThreads, 0, stream>>>(dst, src, count);
+  }
   RINGPACK_CHECK_LAUNCH();
 }
 

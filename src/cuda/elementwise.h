@@ -1,6 +1,6 @@
 // Element-wise device kernels of the CUDA backend and the job layer: fill, fp32 -> bf16/fp16
-// casts, and the token gathers that apply a reorder or its inverse on the device (docs/design.md §3).
-// Host-only declarations; every function enqueues on `stream` and never synchronises.
+// casts, and the token gathers that apply a reorder or its inverse on the device (docs/design.md
+// §3). Host-only declarations; every function enqueues on `stream` and never synchronises.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -14,6 +14,9 @@ namespace ringpack::cuda {
 
 // data[i] = value for i < count (fp32).
 void fill(float* data, size_t count, float value, cudaStream_t stream);
+
+// dst[i] += src[i] for i < count (fp32).
+void accumulate(float* dst, const float* src, size_t count, cudaStream_t stream);
 
 // dst[i] = round_to_nearest_even(src[i]) in `dtype` (fp32 copies, bf16, fp16).
 void cast_from_f32(void* dst, DType dtype, const float* src, size_t count, cudaStream_t stream);

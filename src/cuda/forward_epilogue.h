@@ -114,7 +114,8 @@ __device__ __forceinline__ void forward_epilogue(
       for (int t = 0; t < kOTiles; ++t) {
         const float* o_s = acc_o[i / 2][t] + 2 * (i % 2);
         float2* p = reinterpret_cast<float2*>(out + 8 * t + quad_col);
-        float2 o = *p;
+        // The row's first contribution: nothing to keep, so the accumulator is not read.
+        float2 o = lse_old[i] == -INFINITY ? make_float2(0.0f, 0.0f) : *p;
         o.x = o.x * w_old + o_s[0] * w_new;
         o.y = o.y * w_old + o_s[1] * w_new;
         *p = o;

@@ -1,6 +1,7 @@
 // The ring and all_gather CP schedules (src/cp/) on the in-process communicator: every rank's
-// O, LSE, dQ, dK, dV match one whole-row step of the same backend (docs/design.md §4); step skipping
-// leaves results unchanged; bytes sent; strategy names; validation errors release the other ranks.
+// O, LSE, dQ, dK, dV match one whole-row step of the same backend (docs/design.md §4); step
+// skipping leaves results unchanged; bytes sent; strategy names; validation errors release the
+// other ranks.
 //
 // The backend here is a test double: naive loops over host memory (fp64 sums, fp32 storage),
 // independent of src/cpu, so these tests check the schedules only. Shards are contiguous slices
@@ -17,6 +18,7 @@
 
 #include "core/random.h"
 #include "cp/kv_pack.h"
+#include "cpu/host_backend.h"
 #include "ringpack/attention.h"
 #include "ringpack/comm.h"
 #include "ringpack/cp.h"
@@ -30,12 +32,12 @@ constexpr float kTolerance = 1e-5f;  // fp32 schedule vs one whole-row step, rel
 
 // ---- a naive host backend ---------------------------------------------------------------------
 
-class NaiveHostBackend : public AttentionBackend {
+// Host memory and the element-wise helpers come from HostBackend; attention is naive fp64 loops.
+class NaiveHostBackend : public HostBackend {
  public:
   ~NaiveHostBackend() override { EXPECT_EQ(live_allocations_, 0) << "leaked backend buffers"; }
 
   std::string name() const override { return "naive_host"; }
-  MemorySpace memory_space() const override { return MemorySpace::kHost; }
   void check_supported(DType dtype, int head_dim, bool /*backward*/) const override {
     RINGPACK_CHECK(dtype == DType::kF32, "naive_host runs fp32 only, got ", dtype_name(dtype));
   }
@@ -119,22 +121,11 @@ class NaiveHostBackend : public AttentionBackend {
 
   void* allocate(size_t bytes) override {
     ++live_allocations_;
-    return ::operator new(bytes);
+    return HostBackend::allocate(bytes);
   }
   void deallocate(void* ptr) override {
     --live_allocations_;
-    ::operator delete(ptr);
-  }
-  void copy_from_host(void* dst, const void* src, size_t bytes) override { copy(dst, src, bytes); }
-  void copy_to_host(void* dst, const void* src, size_t bytes) override { copy(dst, src, bytes); }
-  void copy(void* dst, const void* src, size_t bytes) override {
-    if (bytes > 0) std::memcpy(dst, src, bytes);
-  }
-  void fill(float* data, size_t count, float value) override {
-    std::fill(data, data + count, value);
-  }
-  void cast_from_f32(void* dst, DType dtype, const float* src, size_t count) override {
-    for (size_t i = 0; i < count; ++i) store_element(dst, dtype, i, src[i]);
+    HostBackend::deallocate(ptr);
   }
   void compute_delta(const void* dout, const void* out, DType dtype, const AttentionDims& d,
                      float* delta) override {
@@ -152,7 +143,6 @@ class NaiveHostBackend : public AttentionBackend {
       }
     }
   }
-  void synchronize() override {}
 
  private:
   static size_t index_q(const AttentionDims& d, int b, int i, int h) {
