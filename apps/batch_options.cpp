@@ -101,6 +101,7 @@ template int yaml_value<int>(const YAML::Node&, const std::string&);
 template int64_t yaml_value<int64_t>(const YAML::Node&, const std::string&);
 template uint64_t yaml_value<uint64_t>(const YAML::Node&, const std::string&);
 template bool yaml_value<bool>(const YAML::Node&, const std::string&);
+template double yaml_value<double>(const YAML::Node&, const std::string&);
 template std::string yaml_value<std::string>(const YAML::Node&, const std::string&);
 template std::vector<int32_t> yaml_value<std::vector<int32_t>>(const YAML::Node&,
                                                                const std::string&);

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "batch_options.h"
+#include "bench_cp.h"
 #include "commands.h"
 #include "core/pair_count.h"
 #include "core/random.h"
@@ -65,6 +66,11 @@ struct BenchCommand {
   std::string json_file;
   std::string commit = "unknown";
   KernelFlags kernels;
+  // --cp N: the whole CP schedule over N ranks instead of the kernels alone (bench_cp.h).
+  int cp = 0;
+  std::string comm;  // empty: device (virtual ranks of one GPU)
+  std::string strategy = "ring";
+  std::string reorder = "auto";
 };
 
 struct Workload {
@@ -364,12 +370,34 @@ std::string fixed(double x, int digits) {
   return out.str();
 }
 
+void run_cp(const BenchCommand& c, const std::vector<Workload>& workloads,
+            const BackendOptions& kernels) {
+  CpBenchSetup setup;
+  setup.run.backend = BackendKind::kCuda;
+  setup.run.backend_options = kernels;
+  setup.run.comm = c.comm.empty() ? CommKind::kDevice : parse_comm_kind(c.comm);
+  BatchOptions& o = setup.run.batch;
+  o.cp = c.cp;
+  o.num_heads_q = c.num_heads_q;
+  o.num_heads_kv = c.num_heads_kv;
+  o.head_dim = c.head_dim;
+  o.dtype = parse_dtype(c.dtype);
+  o.strategy = parse_strategy(c.strategy);
+  o.reorder = parse_reorder_label(c.reorder);
+  setup.reps = c.reps;
+  setup.warmup = c.warmup;
+  std::vector<std::pair<std::string, PackedBatch>> batches;
+  for (const Workload& w : workloads) batches.emplace_back(w.name, w.batch);
+  print_cp_bench(batches, setup, c.commit);
+}
+
 void run(const BenchCommand& c) {
   const DType dtype = parse_dtype(c.dtype);
   BackendOptions kernels;  // the CUDA kernel choices of the flags; other fields keep defaults
   c.kernels.apply(kernels);
   std::vector<Workload> workloads;
   for (const std::string& name : c.workloads) workloads.push_back(make_workload(name));
+  if (c.cp > 0) return run_cp(c, workloads, kernels);
   if (!c.layouts_out.empty()) {
     std::ofstream out(c.layouts_out);
     RINGPACK_CHECK(out.good(), "cannot write '", c.layouts_out, "'; check the directory");
@@ -513,6 +541,16 @@ void add_bench_command(CLI::App& app) {
   command->add_option("--peers", state->peers_file, "peer timings from bench/peers.py (JSON)");
   command->add_option("--json", state->json_file, "also write the results as JSON");
   command->add_option("--commit", state->commit, "commit named in the table header");
+  const std::string cp_group = "CP (with --cp)";
+  command
+      ->add_option("--cp", state->cp,
+                   "time the whole CP forward and backward over this many ranks, against one "
+                   "rank on the whole row (0: the kernels alone)")
+      ->group(cp_group);
+  command->add_option("--comm", state->comm, "device (default), nccl")->group(cp_group);
+  command->add_option("--strategy", state->strategy, "ring or all_gather")->group(cp_group);
+  command->add_option("--reorder", state->reorder, "auto, contiguous, dual_chunk_swap, striped")
+      ->group(cp_group);
   state->kernels.add_to(*command, "CUDA kernels", nullptr);
   command->callback([state] { run(*state); });
 }

@@ -9,7 +9,9 @@
 #include "json_report.h"
 #include "kernel_flags.h"
 #include "output_file.h"
+#include "ringpack/error.h"
 #include "text_report.h"
+#include "trace_file.h"
 
 namespace ringpack::cli {
 namespace {
@@ -26,6 +28,9 @@ struct RunCommand {
   const CLI::Option* verify_option = nullptr;
   bool backward = RunOptions{}.backward;
   bool quiet = false;
+  std::string comm;  // empty: the backend's default
+  double comm_timeout = RunOptions{}.comm_timeout_seconds;
+  std::string trace_file;
 };
 
 void run(RunCommand& command) {
@@ -37,6 +42,10 @@ void run(RunCommand& command) {
   command.kernels.apply(options.backend_options);
   options.verify = command.verify_option->count() > 0 ? command.verify_flag : command.verify;
   options.backward = command.backward;
+  if (!command.comm.empty()) options.comm = parse_comm_kind(command.comm);
+  RINGPACK_CHECK(command.comm_timeout > 0, "--comm-timeout ", command.comm_timeout,
+                 " must be a positive number of seconds");
+  options.comm_timeout_seconds = command.comm_timeout;
 
   ProgressFn progress;
   if (!command.quiet) {
@@ -44,9 +53,13 @@ void run(RunCommand& command) {
   }
   const RunReport report = run_job(options, progress);
 
-  const OutputOptions& output = command.batch.output();
-  write_output(output.json ? json_text(run_report_json(report)) : format_run_report(report),
-               output.output_file);
+  // A multi-process run reports on rank 0; every rank exits with the shared verdict.
+  if (report.process_rank == 0) {
+    const OutputOptions& output = command.batch.output();
+    write_output(output.json ? json_text(run_report_json(report)) : format_run_report(report),
+                 output.output_file);
+    if (!command.trace_file.empty()) write_output(trace_json(report), command.trace_file);
+  }
   if (!report.passed) throw CLI::RuntimeError(kExitFail);
 }
 
@@ -88,6 +101,26 @@ void add_run_command(CLI::App& app) {
                   store_into(state->deterministic, "deterministic"));
   command->add_flag("--quiet", state->quiet, "no progress lines on stderr")->group(group);
   state->kernels.add_to(*command, "CUDA kernels", &state->keys);
+  CLI::Option* comm =
+      command
+          ->add_option("--comm", state->comm,
+                       "how ranks talk: threads (CPU ranks in this process), device (virtual "
+                       "ranks of one GPU), mpi (one CPU rank per process, under mpirun), nccl "
+                       "(one GPU per process, under torchrun or mpirun); default: threads, or "
+                       "device with --backend cuda")
+          ->check(CLI::IsMember({"threads", "device", "mpi", "nccl"}))
+          ->group(group);
+  state->keys.add("comm", comm, store_into(state->comm, "comm"));
+  CLI::Option* comm_timeout =
+      command
+          ->add_option("--comm-timeout", state->comm_timeout,
+                       "seconds any rank waits for a peer before it stops the run with an error")
+          ->group(group);
+  state->keys.add("comm_timeout", comm_timeout, store_into(state->comm_timeout, "comm_timeout"));
+  command
+      ->add_option("--trace", state->trace_file,
+                   "write the step loops as Chrome trace JSON (Perfetto, chrome://tracing)")
+      ->group(group);
 
   command->callback([state] { run(*state); });
 }

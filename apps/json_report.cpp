@@ -77,6 +77,7 @@ json run_report_json(const RunReport& report) {
           {"reorder", report.reorder},
           {"reorder_reason", report.reorder_reason},
           {"backend", report.backend},
+          {"comm", report.comm},
           {"dtype", dtype_name(options.dtype)},
           {"batch", options.batch},
           {"seq_len", options.seq_len},

@@ -112,13 +112,18 @@ std::string layout_rows(const RankLayout& rank, size_t row) {
   return out.str();
 }
 
+double exposed_percent(const RankReport& rank) {
+  const double loop = rank.forward_seconds + rank.backward_seconds;
+  return loop > 0.0 ? kPercent * rank.wait_seconds / loop : 0.0;
+}
+
 }  // namespace
 
 std::string format_run_report(const RunReport& report) {
   const BatchOptions& options = report.options;
   std::ostringstream out;
   out << setup_line("run", options);
-  out << format("backend: %s\n", report.backend.c_str());
+  out << format("backend: %s, communicator: %s\n", report.backend.c_str(), report.comm.c_str());
   out << format("batch: %d row(s) x %d tokens, %d documents, %lld padding tokens\n", options.batch,
                 options.seq_len, report.documents, static_cast<long long>(report.padding_tokens));
   out << "reorder: " << report.reorder;
@@ -128,8 +133,9 @@ std::string format_run_report(const RunReport& report) {
   const int64_t total_pairs =
       std::accumulate(report.ranks.begin(), report.ranks.end(), int64_t{0},
                       [](int64_t sum, const RankReport& rank) { return sum + rank.visible_pairs; });
+  // exposed: the share of the step loops the compute stream spent waiting for transfers.
   Table ranks({"rank", "visible pairs", "share", "steps computed", "steps skipped", "bytes sent",
-               "fwd ms", "bwd ms", "wait ms"});
+               "fwd ms", "bwd ms", "compute ms", "wait ms", "exposed"});
   for (const RankReport& rank : report.ranks) {
     const double share =
         total_pairs > 0 ? kPercent * double(rank.visible_pairs) / double(total_pairs) : 0.0;
@@ -137,7 +143,8 @@ std::string format_run_report(const RunReport& report) {
                format("%.1f%%", share), std::to_string(rank.steps_computed),
                std::to_string(rank.steps_skipped), bytes(rank.bytes_sent),
                milliseconds(rank.forward_seconds), milliseconds(rank.backward_seconds),
-               milliseconds(rank.wait_seconds)});
+               milliseconds(rank.compute_seconds), milliseconds(rank.wait_seconds),
+               format("%.1f%%", exposed_percent(rank))});
   }
   out << "ranks:\n" << ranks.str();
   out << format("imbalance (max / mean visible pairs): %.3f\n\n", report.imbalance);

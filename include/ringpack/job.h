@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "ringpack/attention.h"
+#include "ringpack/comm.h"
 #include "ringpack/cp.h"
 #include "ringpack/layout.h"
 #include "ringpack/packing.h"
@@ -51,12 +52,17 @@ struct RunOptions {
   BatchOptions batch;
   BackendKind backend = BackendKind::kCpu;
   BackendOptions backend_options;
+  // How ranks talk (docs/design.md §4). Unset: threads for CPU backends, device for CUDA.
+  // mpi and nccl run one rank per process of an mpirun / torchrun launch.
+  std::optional<CommKind> comm;
+  double comm_timeout_seconds = kDefaultCommTimeoutSeconds;  // every host wait of a rank
   // Compare with the single-device fp64 reference. Unset = on when the reference is cheap
   // enough for the machine (the default size is), off otherwise (the report says so).
   std::optional<bool> verify;
   bool backward = true;
 };
 
+// Times are measured in stream order (ScheduleStats): on a GPU they time the device's work.
 struct RankReport {
   int rank = 0;
   int64_t visible_pairs = 0;
@@ -65,8 +71,10 @@ struct RankReport {
   uint64_t bytes_sent = 0;
   double forward_seconds = 0.0;
   double backward_seconds = 0.0;
-  double compute_seconds = 0.0;
-  double wait_seconds = 0.0;
+  double compute_seconds = 0.0;  // forward + backward
+  double wait_seconds = 0.0;     // forward + backward: the compute stream waiting on transfers
+  std::vector<TraceSpan> forward_spans;   // seconds from the forward's start
+  std::vector<TraceSpan> backward_spans;  // seconds from the backward's start
 };
 
 struct PhaseTime {
@@ -77,7 +85,9 @@ struct PhaseTime {
 struct RunReport {
   BatchOptions options;  // as resolved (layout sizes, reorder)
   std::string backend;
-  std::string reorder;  // resolved label
+  std::string comm;      // communicator name
+  int process_rank = 0;  // this process's rank (multi-process runs); 0 when it holds them all
+  std::string reorder;   // resolved label
   std::string reorder_reason;
   int documents = 0;
   int64_t padding_tokens = 0;
@@ -97,6 +107,33 @@ using ProgressFn = std::function<void(const std::string&)>;
 PackedBatch build_batch(const BatchOptions& options);
 
 RunReport run_job(const RunOptions& options, const ProgressFn& progress = {});
+
+// The whole CP forward and backward timed on one batch (docs/design.md §8): wall time from a
+// barrier of all ranks to the next, median over `reps` after `warmup`, and the same batch as
+// one rank on one device for the ratio.
+struct CpBenchOptions {
+  RunOptions run;  // verify is ignored: nothing is compared
+  int reps = 10;
+  int warmup = 2;
+};
+
+struct CpBenchReport {
+  BatchOptions options;  // as resolved
+  std::string backend;
+  std::string comm;
+  std::string reorder;
+  int process_rank = 0;
+  int devices = 1;               // devices the ranks run on (1 for threads and device)
+  double visible_pairs = 0.0;    // of the whole batch
+  double forward_seconds = 0.0;  // median over reps; every rank finished
+  double backward_seconds = 0.0;
+  double single_forward_seconds = 0.0;  // one rank, the whole batch, one device
+  double single_backward_seconds = 0.0;
+  double forward_exposed = 0.0;  // max over ranks of the median share of the loop spent waiting
+  double backward_exposed = 0.0;
+};
+
+CpBenchReport bench_cp_job(const CpBenchOptions& options, const ProgressFn& progress = {});
 
 struct PlanReport {
   BatchOptions options;

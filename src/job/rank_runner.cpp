@@ -1,80 +1,122 @@
 // run_rank: the backend buffers of one rank and its calls into the CP schedule.
 #include "job/rank_runner.h"
 
-#include <memory>
+#include <algorithm>
 
-#include "comm/staging_communicator.h"
+#include "core/random.h"
+#include "cp/device_buffer.h"
 
 namespace ringpack {
 namespace {
 
-// A buffer in the backend's memory space, freed with it.
-class BackendBuffer {
- public:
-  BackendBuffer(AttentionBackend& backend, size_t bytes)
-      : backend_(backend), data_(bytes ? backend.allocate(bytes) : nullptr), bytes_(bytes) {}
-  BackendBuffer(AttentionBackend& backend, const HostTensor& host)
-      : BackendBuffer(backend, host.size_bytes()) {
-    if (bytes_) backend_.copy_from_host(data_, host.data(), bytes_);
-  }
-  ~BackendBuffer() {
-    if (data_) backend_.deallocate(data_);
-  }
-  BackendBuffer(const BackendBuffer&) = delete;
-  BackendBuffer& operator=(const BackendBuffer&) = delete;
+DeviceBuffer upload(AttentionBackend& backend, const HostTensor& host) {
+  DeviceBuffer buffer(backend, host.size_bytes());
+  if (host.size_bytes() > 0) backend.copy_from_host(buffer.data(), host.data(), host.size_bytes());
+  return buffer;
+}
 
-  void* get() const { return data_; }
-  template <class T>
-  T* as() const {
-    return static_cast<T*>(data_);
-  }
-  void download(HostTensor& host) const {
-    if (bytes_) backend_.copy_to_host(host.data(), data_, bytes_);
-  }
+// `host` (already shaped) receives the buffer; the backend must be idle (wait_idle first).
+void download(AttentionBackend& backend, const DeviceBuffer& buffer, HostTensor& host) {
+  if (host.size_bytes() > 0) backend.copy_to_host(host.data(), buffer.data(), host.size_bytes());
+}
 
- private:
-  AttentionBackend& backend_;
-  void* data_;
-  size_t bytes_;
-};
+HostTensor bshd_tensor(const PackedBatch& batch, int heads, const BatchOptions& o, uint64_t seed) {
+  HostTensor t(batch.batch, batch.seq_len, size_t(heads) * o.head_dim * dtype_size(o.dtype));
+  const size_t count = size_t(batch.batch) * batch.seq_len * heads * o.head_dim;
+  t.bytes = to_dtype_bytes(random_normal(count, seed), o.dtype);
+  return t;
+}
+
+HostTensor int_tensor(const PackedBatch& batch, const std::vector<int32_t>& values) {
+  HostTensor t(batch.batch, batch.seq_len, sizeof(int32_t));
+  std::copy_n(reinterpret_cast<const std::byte*>(values.data()), t.size_bytes(), t.bytes.begin());
+  return t;
+}
 
 }  // namespace
 
-RankResult run_rank(const RankShard& shard, const RunOptions& options, const BatchOptions& batch,
-                    Communicator& host_comm) {
-  std::unique_ptr<AttentionBackend> backend =
-      make_backend(options.backend, options.backend_options);
-  // Device buffers travel between the in-process ranks through host staging.
-  StagingCommunicator staging(host_comm, *backend);
-  Communicator& comm = backend->memory_space() == MemorySpace::kDevice
-                           ? static_cast<Communicator&>(staging)
-                           : host_comm;
+RowTensors draw_row_inputs(const PackedBatch& batch, const BatchOptions& o) {
+  RowTensors row;
+  row.q = bshd_tensor(batch, o.num_heads_q, o, o.seed * 4 + 1);
+  row.k = bshd_tensor(batch, o.num_heads_kv, o, o.seed * 4 + 2);
+  row.v = bshd_tensor(batch, o.num_heads_kv, o, o.seed * 4 + 3);
+  row.dout = bshd_tensor(batch, o.num_heads_q, o, o.seed * 4 + 4);
+  return row;
+}
+
+std::vector<RankShard> make_shards(const PackedBatch& batch, const RowTensors& row,
+                                   const std::vector<int32_t>& index, int cp,
+                                   const ReorderAnalysis& analysis) {
+  const int n = batch.seq_len / cp;
+  const HostTensor q = permute_tokens(row.q, index), k = permute_tokens(row.k, index);
+  const HostTensor v = permute_tokens(row.v, index), dout = permute_tokens(row.dout, index);
+  const HostTensor ids = permute_tokens(int_tensor(batch, batch.segment_ids), index);
+  const HostTensor pos = permute_tokens(int_tensor(batch, batch.positions), index);
+  std::vector<RankShard> shards(static_cast<size_t>(cp));
+  for (int r = 0; r < cp; ++r) {
+    RankShard& shard = shards[size_t(r)];
+    shard.q = slice_tokens(q, r, n);
+    shard.k = slice_tokens(k, r, n);
+    shard.v = slice_tokens(v, r, n);
+    shard.dout = slice_tokens(dout, r, n);
+    shard.segment_ids = slice_tokens(ids, r, n);
+    shard.positions = slice_tokens(pos, r, n);
+    shard.step_visible.resize(size_t(cp));
+    for (int src = 0; src < cp; ++src)
+      shard.step_visible[size_t(src)] = analysis.step_pairs[size_t(r)][size_t(src)] > 0;
+  }
+  return shards;
+}
+
+RankBuffers::RankBuffers(const RankShard& shard, const BatchOptions& batch,
+                         AttentionBackend& backend)
+    : q(upload(backend, shard.q)),
+      k(upload(backend, shard.k)),
+      v(upload(backend, shard.v)),
+      dout(upload(backend, shard.dout)),
+      segment_ids(upload(backend, shard.segment_ids)),
+      positions(upload(backend, shard.positions)),
+      out(backend, shard.q.size_bytes()),
+      lse(backend,
+          size_t(batch.batch) * size_t(batch.num_heads_q) * size_t(shard.q.tokens) * sizeof(float)),
+      dq(backend, shard.q.size_bytes()),
+      dk(backend, shard.k.size_bytes()),
+      dv(backend, shard.v.size_bytes()) {
   const int n = shard.q.tokens;
-
-  BackendBuffer q(*backend, shard.q), k(*backend, shard.k), v(*backend, shard.v);
-  BackendBuffer segment_ids(*backend, shard.segment_ids), positions(*backend, shard.positions);
-
-  ShardInputs in;
   in.dims = {batch.batch, n, n, batch.num_heads_q, batch.num_heads_kv, batch.head_dim};
   in.dtype = batch.dtype;
   in.mask = batch.mask;
-  in.q = q.get();
-  in.k = k.get();
-  in.v = v.get();
+  in.q = q.data();
+  in.k = k.data();
+  in.v = v.data();
   in.segment_ids = segment_ids.as<int32_t>();
   in.positions = positions.as<int32_t>();
   in.step_visible = shard.step_visible;
+}
 
+void RankBuffers::forward(Strategy strategy, AttentionBackend& backend, Communicator& comm,
+                          ScheduleStats& stats) {
+  cp_forward(strategy, in, backend, comm, {out.data(), lse.as<float>()}, stats);
+}
+
+void RankBuffers::backward(Strategy strategy, AttentionBackend& backend, Communicator& comm,
+                           ScheduleStats& stats) {
+  cp_backward(strategy, in, out.data(), lse.as<float>(), dout.data(), backend, comm,
+              {dq.data(), dk.data(), dv.data()}, stats);
+}
+
+RankResult run_rank(const RankShard& shard, const BatchOptions& batch, bool backward,
+                    AttentionBackend& backend, Communicator& comm) {
+  RankBuffers buffers(shard, batch, backend);
+  const int n = shard.q.tokens;
   RankResult result;
   result.out = HostTensor(shard.q.rows, n, shard.q.token_bytes);
   result.lse = HostTensor(batch.batch * batch.num_heads_q, n, sizeof(float));
-  BackendBuffer out(*backend, result.out.size_bytes());
-  BackendBuffer lse(*backend, result.lse.size_bytes());
 
   ScheduleStats forward_stats;
-  cp_forward(batch.strategy, in, *backend, comm, {out.get(), lse.as<float>()}, forward_stats);
-  out.download(result.out);
-  lse.download(result.lse);
+  buffers.forward(batch.strategy, backend, comm, forward_stats);
+  download(backend, buffers.out, result.out);
+  download(backend, buffers.lse, result.lse);
 
   RankReport& report = result.report;
   report.rank = comm.rank();
@@ -84,21 +126,17 @@ RankResult run_rank(const RankShard& shard, const RunOptions& options, const Bat
   report.forward_seconds = forward_stats.total_seconds;
   report.compute_seconds = forward_stats.compute_seconds;
   report.wait_seconds = forward_stats.wait_seconds;
-  if (!options.backward) return result;
+  report.forward_spans = std::move(forward_stats.spans);
+  if (!backward) return result;
 
-  BackendBuffer dout(*backend, shard.dout);
   result.dq = HostTensor(shard.q.rows, n, shard.q.token_bytes);
   result.dk = HostTensor(shard.k.rows, n, shard.k.token_bytes);
   result.dv = HostTensor(shard.v.rows, n, shard.v.token_bytes);
-  BackendBuffer dq(*backend, result.dq.size_bytes());
-  BackendBuffer dk(*backend, result.dk.size_bytes());
-  BackendBuffer dv(*backend, result.dv.size_bytes());
   ScheduleStats backward_stats;
-  cp_backward(batch.strategy, in, out.get(), lse.as<float>(), dout.get(), *backend, comm,
-              {dq.get(), dk.get(), dv.get()}, backward_stats);
-  dq.download(result.dq);
-  dk.download(result.dk);
-  dv.download(result.dv);
+  buffers.backward(batch.strategy, backend, comm, backward_stats);
+  download(backend, buffers.dq, result.dq);
+  download(backend, buffers.dk, result.dk);
+  download(backend, buffers.dv, result.dv);
 
   report.steps_computed += backward_stats.steps_computed;
   report.steps_skipped += backward_stats.steps_skipped;
@@ -106,6 +144,7 @@ RankResult run_rank(const RankShard& shard, const RunOptions& options, const Bat
   report.backward_seconds = backward_stats.total_seconds;
   report.compute_seconds += backward_stats.compute_seconds;
   report.wait_seconds += backward_stats.wait_seconds;
+  report.backward_spans = std::move(backward_stats.spans);
   return result;
 }
 

@@ -4,10 +4,12 @@
 #include <chrono>
 #include <mutex>
 #include <numeric>
+#include <optional>
 #include <thread>
 
-#include "core/random.h"
+#include "job/rank_exchange.h"
 #include "job/rank_runner.h"
+#include "job/rank_world.h"
 #include "job/resolve.h"
 #include "job/verify.h"
 #include "ringpack/error.h"
@@ -38,19 +40,6 @@ void validate_shapes(const BatchOptions& o) {
                  "; GQA needs each kv head shared by the same number of query heads");
   RINGPACK_CHECK(o.head_dim >= 1, "head_dim ", o.head_dim, " must be positive");
   RINGPACK_CHECK(o.cp >= 1, "cp ", o.cp, " must be at least 1");
-}
-
-HostTensor bshd_tensor(const PackedBatch& batch, int heads, const BatchOptions& o, uint64_t seed) {
-  HostTensor t(batch.batch, batch.seq_len, size_t(heads) * o.head_dim * dtype_size(o.dtype));
-  const size_t count = size_t(batch.batch) * batch.seq_len * heads * o.head_dim;
-  t.bytes = to_dtype_bytes(random_normal(count, seed), o.dtype);
-  return t;
-}
-
-HostTensor int_tensor(const PackedBatch& batch, const std::vector<int32_t>& values) {
-  HostTensor t(batch.batch, batch.seq_len, sizeof(int32_t));
-  std::copy_n(reinterpret_cast<const std::byte*>(values.data()), t.size_bytes(), t.bytes.begin());
-  return t;
 }
 
 }  // namespace
@@ -87,91 +76,93 @@ RunReport run_job(const RunOptions& options, const ProgressFn& progress) {
   clock.lap("plan");
 
   say("drawing random inputs");
-  RowTensors row;
-  row.q = bshd_tensor(batch, o.num_heads_q, o, o.seed * 4 + 1);
-  row.k = bshd_tensor(batch, o.num_heads_kv, o, o.seed * 4 + 2);
-  row.v = bshd_tensor(batch, o.num_heads_kv, o, o.seed * 4 + 3);
-  row.dout = bshd_tensor(batch, o.num_heads_q, o, o.seed * 4 + 4);
-  const HostTensor segment_ids = int_tensor(batch, batch.segment_ids);
-  const HostTensor positions = int_tensor(batch, batch.positions);
-
+  RowTensors row = draw_row_inputs(batch, o);
   say("sharding over " + std::to_string(o.cp) + " ranks (" + report.reorder + ")");
   const std::vector<int32_t> index = reorder_index(batch.seq_len, o.cp, spec);
-  const int n = batch.seq_len / o.cp;
-  std::vector<RankShard> shards(o.cp);
-  {
-    const HostTensor q = permute_tokens(row.q, index), k = permute_tokens(row.k, index);
-    const HostTensor v = permute_tokens(row.v, index), dout = permute_tokens(row.dout, index);
-    const HostTensor ids = permute_tokens(segment_ids, index);
-    const HostTensor pos = permute_tokens(positions, index);
-    for (int r = 0; r < o.cp; ++r) {
-      RankShard& shard = shards[r];
-      shard.q = slice_tokens(q, r, n);
-      shard.k = slice_tokens(k, r, n);
-      shard.v = slice_tokens(v, r, n);
-      shard.dout = slice_tokens(dout, r, n);
-      shard.segment_ids = slice_tokens(ids, r, n);
-      shard.positions = slice_tokens(pos, r, n);
-      shard.step_visible.resize(o.cp);
-      for (int src = 0; src < o.cp; ++src)
-        shard.step_visible[src] = analysis.step_pairs[r][src] > 0;
-    }
-  }
+  const std::vector<RankShard> shards = make_shards(batch, row, index, o.cp, analysis);
   clock.lap("shard");
 
   RunOptions rank_options = options;
+  const CommKind comm_kind = resolve_comm(options);
+  report.comm = comm_kind_name(comm_kind);
+  const bool multi_process = is_multi_process(comm_kind);
   if (rank_options.backend_options.num_threads == 0) {
+    // Each rank's share of the cores (multi-process ranks of one host share them too).
     const int cores = int(std::max(1u, std::thread::hardware_concurrency()));
     rank_options.backend_options.num_threads = std::max(1, cores / o.cp);
   }
   say(std::string("running ") + strategy_name(o.strategy) + " forward" +
       (options.backward ? " and backward" : "") + " on " + std::to_string(o.cp) + " ranks (" +
-      report.backend + " backend)");
+      report.backend + " backend, " + report.comm + " communicator)");
+  const uint64_t fingerprint = batch_fingerprint(batch, o, options.backward);
   std::vector<RankResult> results(o.cp);
   std::mutex progress_mutex;
-  run_in_process(o.cp, [&](Communicator& comm) {
-    results[comm.rank()] = run_rank(shards[comm.rank()], rank_options, o, comm);
-    std::lock_guard<std::mutex> lock(progress_mutex);
-    say("rank " + std::to_string(comm.rank()) + " done");
-  });
-  clock.lap("cp run");
+  std::optional<bool> shared_verdict;  // multi-process runs: rank 0's verdict, on every rank
+  // Restores the rows from the ranks' results and compares them with the reference (rank 0 of a
+  // multi-process run, or this process when it holds every rank); returns the verdict.
+  const auto restore_and_verify = [&]() -> bool {
+    clock.lap("cp run");
+    // Back to original order: place each rank's shard, then undo the reorder.
+    const std::vector<int32_t> inverse = invert_index(index);
+    auto unshard = [&](HostTensor RankResult::*field, const HostTensor& like) {
+      HostTensor full(like.rows, batch.seq_len, like.token_bytes);
+      for (int r = 0; r < o.cp; ++r) place_tokens(results[r].*field, r, full);
+      return permute_tokens(full, inverse);
+    };
+    row.out = unshard(&RankResult::out, row.q);
+    row.lse = unshard(&RankResult::lse, HostTensor(batch.batch * o.num_heads_q, 0, sizeof(float)));
+    if (options.backward) {
+      row.dq = unshard(&RankResult::dq, row.q);
+      row.dk = unshard(&RankResult::dk, row.k);
+      row.dv = unshard(&RankResult::dv, row.v);
+    }
+    for (int r = 0; r < o.cp; ++r) {
+      results[r].report.visible_pairs = analysis.visible_pairs[r];
+      report.ranks.push_back(results[r].report);
+    }
+    report.imbalance = analysis.imbalance;
+    clock.lap("unshard");
 
-  // Back to original order: place each rank's shard, then undo the reorder.
-  const std::vector<int32_t> inverse = invert_index(index);
-  auto unshard = [&](HostTensor RankResult::*field, const HostTensor& like) {
-    HostTensor full(like.rows, batch.seq_len, like.token_bytes);
-    for (int r = 0; r < o.cp; ++r) place_tokens(results[r].*field, r, full);
-    return permute_tokens(full, inverse);
+    double work = 0.0;
+    for (int64_t pairs : analysis.visible_pairs) work += double(pairs);
+    work *= double(o.num_heads_q) * o.head_dim;
+    report.verified = options.verify.value_or(work <= kAutoVerifyWorkLimit);
+    if (!report.verified) {
+      report.verify_note = options.verify.has_value()
+                               ? "verification off (--no-verify)"
+                               : "verification off by default for this size (the fp64 reference "
+                                 "would take long); pass --verify to force it";
+    } else {
+      report.errors = verify_run(batch, o, row, options.backward, progress);
+      clock.lap("verify");
+    }
+    report.passed = std::all_of(report.errors.begin(), report.errors.end(),
+                                [](const TensorError& e) { return e.passed; });
+    return report.passed;
   };
-  row.out = unshard(&RankResult::out, row.q);
-  row.lse = unshard(&RankResult::lse, HostTensor(batch.batch * o.num_heads_q, 0, sizeof(float)));
-  if (options.backward) {
-    row.dq = unshard(&RankResult::dq, row.q);
-    row.dk = unshard(&RankResult::dk, row.k);
-    row.dv = unshard(&RankResult::dv, row.v);
-  }
-  for (int r = 0; r < o.cp; ++r) {
-    results[r].report.visible_pairs = analysis.visible_pairs[r];
-    report.ranks.push_back(results[r].report);
-  }
-  report.imbalance = analysis.imbalance;
-  clock.lap("unshard");
-
-  double work = 0.0;
-  for (int64_t pairs : analysis.visible_pairs) work += double(pairs);
-  work *= double(o.num_heads_q) * o.head_dim;
-  report.verified = options.verify.value_or(work <= kAutoVerifyWorkLimit);
-  if (!report.verified) {
-    report.verify_note = options.verify.has_value()
-                             ? "verification off (--no-verify)"
-                             : "verification off by default for this size (the fp64 reference "
-                               "would take long); pass --verify to force it";
+  for_each_rank(rank_options, o.cp, [&](AttentionBackend& backend, Communicator& comm) {
+    const int r = comm.rank();
+    if (multi_process) check_same_batch(backend, comm, fingerprint);
+    RankResult mine = run_rank(shards[r], o, options.backward, backend, comm);
+    if (!multi_process) {
+      results[r] = std::move(mine);
+      std::lock_guard<std::mutex> lock(progress_mutex);
+      say("rank " + std::to_string(r) + " done");
+      return;
+    }
+    report.process_rank = r;
+    if (r == 0) say("gathering the ranks' results");
+    results = gather_results(backend, comm, mine);
+    // Rank 0 verifies and sends its verdict, so that every process exits with the same status.
+    const std::byte verdict{uint8_t(r == 0 ? restore_and_verify() : false)};
+    shared_verdict = all_gather_bytes(backend, comm, {verdict})[0][0] != std::byte{0};
+  });
+  if (!multi_process) {
+    restore_and_verify();
   } else {
-    report.errors = verify_run(batch, o, row, options.backward, progress);
-    clock.lap("verify");
+    report.passed = shared_verdict.value_or(false);
+    if (report.process_rank != 0) report.verify_note = "verified on rank 0";
   }
-  report.passed = std::all_of(report.errors.begin(), report.errors.end(),
-                              [](const TensorError& e) { return e.passed; });
   return report;
 }
 
