@@ -41,6 +41,7 @@ json rank_json(const RankReport& rank) {
           {"forward_ms", milliseconds(rank.forward_seconds)},
           {"backward_ms", milliseconds(rank.backward_seconds)},
           {"compute_ms", milliseconds(rank.compute_seconds)},
+          {"transfer_ms", milliseconds(rank.transfer_seconds)},
           {"wait_ms", milliseconds(rank.wait_seconds)}};
 }
 

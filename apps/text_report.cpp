@@ -135,7 +135,7 @@ std::string format_run_report(const RunReport& report) {
                       [](int64_t sum, const RankReport& rank) { return sum + rank.visible_pairs; });
   // exposed: the share of the step loops the compute stream spent waiting for transfers.
   Table ranks({"rank", "visible pairs", "share", "steps computed", "steps skipped", "bytes sent",
-               "fwd ms", "bwd ms", "compute ms", "wait ms", "exposed"});
+               "fwd ms", "bwd ms", "compute ms", "transfer ms", "wait ms", "exposed"});
   for (const RankReport& rank : report.ranks) {
     const double share =
         total_pairs > 0 ? kPercent * double(rank.visible_pairs) / double(total_pairs) : 0.0;
@@ -143,8 +143,8 @@ std::string format_run_report(const RunReport& report) {
                format("%.1f%%", share), std::to_string(rank.steps_computed),
                std::to_string(rank.steps_skipped), bytes(rank.bytes_sent),
                milliseconds(rank.forward_seconds), milliseconds(rank.backward_seconds),
-               milliseconds(rank.compute_seconds), milliseconds(rank.wait_seconds),
-               format("%.1f%%", exposed_percent(rank))});
+               milliseconds(rank.compute_seconds), milliseconds(rank.transfer_seconds),
+               milliseconds(rank.wait_seconds), format("%.1f%%", exposed_percent(rank))});
   }
   out << "ranks:\n" << ranks.str();
   out << format("imbalance (max / mean visible pairs): %.3f\n\n", report.imbalance);

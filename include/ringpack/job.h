@@ -71,8 +71,10 @@ struct RankReport {
   uint64_t bytes_sent = 0;
   double forward_seconds = 0.0;
   double backward_seconds = 0.0;
-  double compute_seconds = 0.0;  // forward + backward
-  double wait_seconds = 0.0;     // forward + backward: the compute stream waiting on transfers
+  double compute_seconds = 0.0;   // forward + backward
+  double wait_seconds = 0.0;      // forward + backward: the compute stream waiting on transfers
+  double transfer_seconds = 0.0;  // forward + backward: transfers on the communicator's stream
+                                  // (device, nccl; 0 where the communicator does not mark them)
   std::vector<TraceSpan> forward_spans;   // seconds from the forward's start
   std::vector<TraceSpan> backward_spans;  // seconds from the backward's start
 };

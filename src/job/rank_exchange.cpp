@@ -134,6 +134,7 @@ std::vector<std::byte> serialize(const RankResult& result) {
   out.put(r.backward_seconds);
   out.put(r.compute_seconds);
   out.put(r.wait_seconds);
+  out.put(r.transfer_seconds);
   put_spans(out, r.forward_spans);
   put_spans(out, r.backward_spans);
   return out.take();
@@ -155,6 +156,7 @@ RankResult deserialize(const std::vector<std::byte>& bytes) {
   r.backward_seconds = in.get<double>();
   r.compute_seconds = in.get<double>();
   r.wait_seconds = in.get<double>();
+  r.transfer_seconds = in.get<double>();
   r.forward_spans = get_spans(in);
   r.backward_spans = get_spans(in);
   return result;

@@ -33,6 +33,14 @@ HostTensor int_tensor(const PackedBatch& batch, const std::vector<int32_t>& valu
   return t;
 }
 
+double transfer_seconds(const std::vector<TraceSpan>& spans) {
+  double seconds = 0.0;
+  for (const TraceSpan& span : spans) {
+    if (span.lane == TraceSpan::Lane::kTransfer) seconds += span.end_seconds - span.start_seconds;
+  }
+  return seconds;
+}
+
 }  // namespace
 
 RowTensors draw_row_inputs(const PackedBatch& batch, const BatchOptions& o) {
@@ -126,6 +134,7 @@ RankResult run_rank(const RankShard& shard, const BatchOptions& batch, bool back
   report.forward_seconds = forward_stats.total_seconds;
   report.compute_seconds = forward_stats.compute_seconds;
   report.wait_seconds = forward_stats.wait_seconds;
+  report.transfer_seconds = transfer_seconds(forward_stats.spans);
   report.forward_spans = std::move(forward_stats.spans);
   if (!backward) return result;
 
@@ -144,6 +153,7 @@ RankResult run_rank(const RankShard& shard, const BatchOptions& batch, bool back
   report.backward_seconds = backward_stats.total_seconds;
   report.compute_seconds += backward_stats.compute_seconds;
   report.wait_seconds += backward_stats.wait_seconds;
+  report.transfer_seconds += transfer_seconds(backward_stats.spans);
   report.backward_spans = std::move(backward_stats.spans);
   return result;
 }
