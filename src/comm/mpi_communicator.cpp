@@ -10,6 +10,7 @@
 #include <atomic>
 #include <chrono>
 #include <climits>
+#include <condition_variable>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -37,6 +38,46 @@ std::mutex g_init_mutex;
 // A transfer was left in flight: MPI_Finalize could wait for a peer that is gone, so the process
 // aborts at exit instead.
 std::atomic<bool> g_abandoned{false};
+// Seconds MPI_Init_thread and MPI_Finalize may take: the timeout of the latest communicator.
+std::atomic<double> g_watchdog_seconds{kDefaultCommTimeoutSeconds};
+
+// This process's rank as the launcher set it (MPI may not be initialised yet).
+std::string launcher_rank() {
+  for (const char* name : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"}) {
+    if (const char* value = std::getenv(name)) return value;
+  }
+  return "?";
+}
+
+// Runs `call` (MPI_Init_thread or MPI_Finalize: they wait for every rank of the launch and have no
+// deadline of their own). When it has not returned after `seconds`, prints why and ends the
+// process with status 2, so that mpirun stops the job instead of leaving it hanging.
+template <class Call>
+void with_watchdog(double seconds, const char* name, const char* cause, Call&& call) {
+  std::mutex mutex;
+  std::condition_variable returned_cv;
+  bool returned = false;
+  std::thread watchdog([&] {
+    std::unique_lock<std::mutex> lock(mutex);
+    if (returned_cv.wait_for(lock, std::chrono::duration<double>(seconds),
+                             [&] { return returned; })) {
+      return;
+    }
+    std::fprintf(stderr,
+                 "ringpack: error: rank %s: %s did not complete within %g s (--comm-timeout): "
+                 "%s\n",
+                 launcher_rank().c_str(), name, seconds, cause);
+    std::fflush(stderr);
+    std::_Exit(kAbortStatus);
+  });
+  call();
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    returned = true;
+  }
+  returned_cv.notify_all();
+  watchdog.join();
+}
 
 std::string mpi_error_string(int code) {
   char text[MPI_MAX_ERROR_STRING];
@@ -56,7 +97,8 @@ bool mpi_finalized() {
 void finalize_at_exit() {
   if (mpi_finalized()) return;
   if (g_abandoned.load()) MPI_Abort(MPI_COMM_WORLD, kAbortStatus);
-  MPI_Finalize();
+  with_watchdog(g_watchdog_seconds.load(), "MPI_Finalize",
+                "a rank stopped or hung before the end of the run", [] { MPI_Finalize(); });
 }
 
 void ensure_mpi_initialized() {
@@ -68,7 +110,10 @@ void ensure_mpi_initialized() {
   MPI_Initialized(&initialized);
   if (initialized) return;  // someone else's MPI: theirs to finalise
   int provided = 0;
-  const int rc = MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided);
+  int rc = MPI_SUCCESS;
+  with_watchdog(g_watchdog_seconds.load(), "MPI_Init_thread",
+                "a rank of the launch did not start, or stopped or hung before it joined MPI",
+                [&] { rc = MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided); });
   RINGPACK_CHECK(rc == MPI_SUCCESS, "MPI_Init_thread failed: ", mpi_error_string(rc),
                  ": start the ranks with mpirun -np N (Open MPI: apt-get install openmpi-bin)");
   std::atexit(finalize_at_exit);
@@ -439,6 +484,7 @@ std::unique_ptr<Communicator> make_mpi_communicator(double timeout_seconds, size
                  " s must be positive (--comm-timeout)");
   RINGPACK_CHECK(chunk_bytes > 0 && chunk_bytes <= size_t(INT_MAX), "MPI chunk size ", chunk_bytes,
                  " bytes is invalid: use 1 to ", INT_MAX, " bytes");
+  g_watchdog_seconds = timeout_seconds;
   ensure_mpi_initialized();
   return std::make_unique<MpiCommunicator>(timeout_seconds, chunk_bytes);
 }

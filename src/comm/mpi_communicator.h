@@ -41,9 +41,11 @@ inline bool launched_by_mpi() {
 // MPI that someone else initialised is reused and left to them to finalise) and returns a
 // communicator over a duplicate of MPI_COMM_WORLD: rank() and size() are the world's. MPI is
 // finalised at process exit, unless a transfer was abandoned after a failure (then the process
-// aborts at exit, so that MPI_Finalize cannot hang on a peer that is gone). Messages above
-// chunk_bytes are split (tests pass a small value to exercise the split). Communicators are
-// used by one thread at a time.
+// aborts at exit, so that MPI_Finalize cannot hang on a peer that is gone). MPI_Init_thread and
+// MPI_Finalize wait for every rank and have no deadline of their own: when one takes longer than
+// timeout_seconds, the process prints why and exits with status 2 (mpirun then stops the job).
+// Messages above chunk_bytes are split (tests pass a small value to exercise the split).
+// Communicators are used by one thread at a time.
 std::unique_ptr<Communicator> make_mpi_communicator(
     double timeout_seconds = kDefaultCommTimeoutSeconds,
     size_t chunk_bytes = kMpiDefaultChunkBytes);
