@@ -7,7 +7,8 @@
 #                  longer than a shard, interior and tail padding, an all-padding row next to a
 #                  normal one, S not a power of two; batch 2) x ring|all_gather x every reorder,
 #                  fp32 and bf16, forward and backward, against the fp64 reference: every rank
-#                  exits 0 and only rank 0 prints the report, which says PASS
+#                  exits 0 and only rank 0 prints the report, which says PASS; --trace writes
+#                  one trace with every rank
 #   bad_input      a world size that does not match --cp, a reorder the row does not divide
 #                  into, ranks with different batches: every rank stops with status 2
 #   abort          Communicator::abort() of the mpi communicator on one of 3 ranks (the binary is
@@ -91,6 +92,27 @@ expect_pass() {  # name, ranks, ringpack run arguments...
   fi
 }
 
+# A passing run with --trace: rank 0 writes one trace (JSON) with a process for every rank.
+expect_trace() {  # name, ranks
+  local name=$1 ranks=$2
+  local trace="$work/trace.json"
+  rm -f "$trace"
+  local failures_before=$failures
+  expect_pass "$name" "$ranks" --layout "$work/mixed.json" --backward --trace "$trace" "${small[@]}"
+  [ "$failures" -eq "$failures_before" ] || return
+  local reason=""
+  if [ ! -s "$trace" ]; then
+    reason="no trace written"
+  elif command -v python3 >/dev/null && ! python3 -m json.tool "$trace" >/dev/null 2>&1; then
+    reason="the trace is not valid JSON"
+  else
+    for ((r = 0; r < ranks; ++r)); do
+      grep -q "\"rank $r\"" "$trace" || reason="the trace has no process \"rank $r\""
+    done
+  fi
+  [ -z "$reason" ] || fail_case "$name" "$reason" "(the command above)"
+}
+
 # A run that every rank must refuse with status 2 and an error line.
 expect_bad_input() {  # name, ranks, pattern the error must match, command after mpirun -np N...
   local name=$1 ranks=$2 pattern=$3
@@ -166,6 +188,7 @@ layout_cases() {  # cp
   local ids="1,1,1,2,0,3,3,3,3,3,3,3,3,3,3,3,3,3,3,4,5,5,6,6,6,6,6,6,6,6,7,0,0,0,8,0"
   expect_pass "cp $cp inline segment ids, causal window 5" "$cp" --segment-ids "$ids" \
     --strategy ring --reorder striped --dtype bf16 --window 5 --verify --backward "${small[@]}"
+  expect_trace "cp $cp --trace" "$cp"
   expect_pass "cp $cp packed batch 2, non-causal" "$cp" --seq-len $((cp * 30)) --batch 2 --packing \
     --lengths uniform --uniform-min 1 --uniform-max 17 --non-causal --strategy all_gather \
     --dtype fp32 --verify --backward "${small[@]}"
