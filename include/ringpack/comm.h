@@ -91,7 +91,7 @@ class Communicator {
   // unusable afterwards.
   virtual void abort() {}
   // Stream-ordered communicators mark their transfers on `timeline` (nullptr: stop marking).
-  virtual void set_timeline(Timeline* timeline) {}
+  virtual void set_timeline(Timeline* /*timeline*/) {}
 };
 
 // Runs fn(comm) on `size` threads, one per rank, over an in-process communicator whose

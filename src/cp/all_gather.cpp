@@ -95,6 +95,7 @@ void all_gather_forward(const ShardInputs& in, AttentionBackend& backend, Commun
   const AttentionDims& dims = in.dims;
   const int seqlen_row = comm.size() * dims.seqlen_k;
   StepRecorder recorder(backend, comm);
+  const NvtxRange range("all_gather forward", 0);
   const GatheredRow row = gather_row(in, backend, comm, recorder);
 
   DeviceBuffer o_acc(backend, q_elements(dims) * sizeof(float));      // [batch, n, heads_q, D]
@@ -124,6 +125,7 @@ void all_gather_backward(const ShardInputs& in, const void* out, const float* ls
   const int seqlen_row = cp * dims.seqlen_k;
   const size_t kv_count = kv_elements(dims);  // of one shard
   StepRecorder recorder(backend, comm);
+  const NvtxRange range("all_gather backward", 0);
   const GatheredRow row = gather_row(in, backend, comm, recorder);
 
   DeviceBuffer delta(backend, lse_elements(dims) * sizeof(float));  // [batch, heads_q, n]

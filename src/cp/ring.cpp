@@ -68,6 +68,7 @@ void ring_forward(const ShardInputs& in, AttentionBackend& backend, Communicator
 
   int cur = 0;
   for (int s = 0; s < cp; ++s) {
+    const NvtxRange range("ring forward step", s);
     const int src = step_source(comm, s);
     std::unique_ptr<CommRequest> next_kv;
     if (s + 1 < cp) {
@@ -122,6 +123,7 @@ void ring_backward(const ShardInputs& in, const void* out, const float* lse, con
   int arrived = 0;  // dkv[arrived] receives (or, at step 0, holds) block src's accumulator
   std::unique_ptr<CommRequest> incoming_dkv;  // the exchange that brings dkv[arrived]
   for (int s = 0; s < cp; ++s) {
+    const NvtxRange range("ring backward step", s);
     const int src = step_source(comm, s);
     std::unique_ptr<CommRequest> next_kv;
     if (s + 1 < cp) {

@@ -4,9 +4,15 @@
 #include <algorithm>
 #include <chrono>
 #include <exception>
+#include <string>
 #include <thread>
 
 #include "ringpack/error.h"
+
+#if defined(RINGPACK_WITH_CUDA) && __has_include(<nvtx3/nvToolsExt.h>)
+#include <nvtx3/nvToolsExt.h>
+#define RINGPACK_HAS_NVTX 1
+#endif
 
 namespace ringpack {
 
@@ -59,6 +65,21 @@ void StepRecorder::finish(ScheduleStats& stats) {
     }
     stats.spans.push_back(std::move(out));
   }
+}
+
+NvtxRange::NvtxRange(const char* what, int step) {
+#ifdef RINGPACK_HAS_NVTX
+  nvtxRangePushA((std::string(what) + " " + std::to_string(step)).c_str());
+#else
+  (void)what;
+  (void)step;
+#endif
+}
+
+NvtxRange::~NvtxRange() {
+#ifdef RINGPACK_HAS_NVTX
+  nvtxRangePop();
+#endif
 }
 
 void wait_idle(AttentionBackend& backend, Communicator& comm, const char* what) {

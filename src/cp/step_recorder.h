@@ -62,6 +62,16 @@ class StepRecorder {
   std::vector<Span> spans_;
 };
 
+// An NVTX range (shown by Nsight Systems) around the host's enqueueing of one step, named
+// "<what> <step>"; nothing when ringpack is built without CUDA.
+class NvtxRange {
+ public:
+  NvtxRange(const char* what, int step);
+  ~NvtxRange();
+  NvtxRange(const NvtxRange&) = delete;
+  NvtxRange& operator=(const NvtxRange&) = delete;
+};
+
 // Waits until backend.idle(), polling comm.check_failures(); on a failure or after
 // comm.timeout_seconds() aborts the communicator and throws Error naming the rank and `what`.
 void wait_idle(AttentionBackend& backend, Communicator& comm, const char* what);
