@@ -144,16 +144,6 @@ GpuIdentity local_identity(int device) {
   return id;
 }
 
-// "2", "2 and 5", "2, 3 and 5"
-std::string rank_list(const std::vector<int>& ranks) {
-  std::string text;
-  for (size_t i = 0; i < ranks.size(); ++i) {
-    if (i > 0) text += i + 1 == ranks.size() ? " and " : ", ";
-    text += std::to_string(ranks[i]);
-  }
-  return text;
-}
-
 // Rank 0's verdict on the identities of all ranks: "" when NCCL will accept them.
 std::string check_identities(const std::vector<std::string>& encoded) {
   std::vector<GpuIdentity> ids;

@@ -306,16 +306,6 @@ std::string hex(uint64_t value) {
   return out.str();
 }
 
-// "2", "2 and 5", "2, 3 and 5"
-std::string rank_list(const std::vector<int>& ranks) {
-  std::string text;
-  for (size_t i = 0; i < ranks.size(); ++i) {
-    if (i > 0) text += i + 1 == ranks.size() ? " and " : ", ";
-    text += std::to_string(ranks[i]);
-  }
-  return text;
-}
-
 }  // namespace
 
 RendezvousConfig rendezvous_config(const LauncherEnv& env, double timeout_seconds) {
@@ -711,6 +701,16 @@ void Rendezvous::check_agree(uint64_t value, std::string_view what) {
     }
   }
   settle(verdict);
+}
+
+// "2", "2 and 5", "2, 3 and 5"
+std::string rank_list(const std::vector<int>& ranks) {
+  std::string text;
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    if (i > 0) text += i + 1 == ranks.size() ? " and " : ", ";
+    text += std::to_string(ranks[i]);
+  }
+  return text;
 }
 
 }  // namespace ringpack

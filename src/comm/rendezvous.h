@@ -101,4 +101,7 @@ class Rendezvous {
   bool broken_ = false;
 };
 
+// Ranks for a message: "2", "2 and 5", "2, 3 and 5".
+std::string rank_list(const std::vector<int>& ranks);
+
 }  // namespace ringpack
