@@ -41,8 +41,29 @@ CommKind resolve_comm(const RunOptions& options) {
   return options.backend == BackendKind::kCuda ? CommKind::kDevice : CommKind::kThreads;
 }
 
+void check_launch(const RunOptions& options, int cp) {
+  const CommKind kind = resolve_comm(options);
+  if (!is_multi_process(kind)) return;
+  const bool mpi = kind == CommKind::kMpi;
+  RINGPACK_CHECK(mpi || options.backend == BackendKind::kCuda,
+                 "--comm nccl needs --backend cuda (CPU ranks in processes use --comm mpi)");
+  RINGPACK_CHECK(!mpi || options.backend != BackendKind::kCuda,
+                 "--comm mpi moves host memory between CPU ranks; with --backend cuda use "
+                 "--comm nccl (one process per GPU)");
+  const std::optional<LauncherEnv> env = read_launcher_env();
+  if (mpi && cp == 1 && !env) return;  // one MPI process needs no launcher
+  RINGPACK_CHECK(env.has_value() && (!mpi || launched_by_mpi()), "--comm ", comm_kind_name(kind),
+                 " runs one rank per process, but no launcher started this one: use ",
+                 mpi ? "mpirun -np N ringpack run --comm mpi"
+                     : "torchrun --nproc-per-node N --no-python ringpack run --comm nccl (or "
+                       "mpirun -np N)",
+                 " with N = --cp = ", cp);
+  check_world_size(env->world_size, cp, env->launcher.c_str());
+}
+
 void for_each_rank(const RunOptions& options, int cp,
                    const std::function<void(AttentionBackend&, Communicator&)>& body) {
+  check_launch(options, cp);
   const double timeout = options.comm_timeout_seconds;
   switch (resolve_comm(options)) {
     case CommKind::kThreads:
@@ -76,10 +97,7 @@ void for_each_rank(const RunOptions& options, int cp,
           timeout);
       return;
     }
-    case CommKind::kMpi: {
-      RINGPACK_CHECK(options.backend != BackendKind::kCuda,
-                     "--comm mpi moves host memory between CPU ranks; with --backend cuda use "
-                     "--comm nccl (one process per GPU)");
+    case CommKind::kMpi: {  // check_launch: a host backend, started by mpirun with cp ranks
       auto comm = make_mpi_communicator(timeout);
       detail::set_current_rank(comm->rank());
       check_world_size(comm->size(), cp, "mpi");
@@ -87,20 +105,13 @@ void for_each_rank(const RunOptions& options, int cp,
       run_guarded(*backend, *comm, body);
       return;
     }
-    case CommKind::kNccl: {
-      RINGPACK_CHECK(options.backend == BackendKind::kCuda,
-                     "--comm nccl needs --backend cuda (CPU ranks in processes use --comm mpi)");
-      const std::optional<LauncherEnv> env = read_launcher_env();
-      RINGPACK_CHECK(env.has_value(),
-                     "--comm nccl runs one process per GPU, but no launcher environment was "
-                     "found (RANK/WORLD_SIZE or OMPI_COMM_WORLD_*): start it with torchrun "
-                     "--nproc-per-node N --no-python ringpack ... or mpirun -np N ringpack ...");
-      detail::set_current_rank(env->rank);
-      check_world_size(env->world_size, cp, env->launcher.c_str());
+    case CommKind::kNccl: {  // check_launch: the CUDA backend, a launcher with cp ranks
+      const LauncherEnv env = read_launcher_env().value();
+      detail::set_current_rank(env.rank);
       BackendOptions backend_options = options.backend_options;
-      backend_options.device = launcher_device(*env);
+      backend_options.device = launcher_device(env);
       auto backend = make_backend(options.backend, backend_options);
-      auto comm = make_nccl_communicator(*env, *backend, timeout);
+      auto comm = make_nccl_communicator(env, *backend, timeout);
       run_guarded(*backend, *comm, body);
       return;
     }

@@ -19,6 +19,11 @@ bool is_multi_process(CommKind kind);
 // backends, device for CUDA).
 CommKind resolve_comm(const RunOptions& options);
 
+// Throws, before any work, when a multi-process run (mpi, nccl) was not started as it needs:
+// by a launcher whose world size is cp, with the backend its communicator moves (mpi: host,
+// nccl: cuda). Nothing to check for threads and device.
+void check_launch(const RunOptions& options, int cp);
+
 // Runs body(backend, comm) for every rank of this process: `cp` threads, or this process's rank
 // (then the launch's world size must equal cp). A rank whose body throws aborts its
 // communicator, so its peers stop waiting for it, and the exception propagates (threads: the

@@ -59,6 +59,7 @@ RunReport run_job(const RunOptions& options, const ProgressFn& progress) {
     report.backend = probe->name();
   }
 
+  check_launch(options, o.cp);
   say("building the batch");
   const PackedBatch batch = build_resolved_batch(o);
   const std::vector<int> documents = count_documents(batch);
