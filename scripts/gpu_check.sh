@@ -50,7 +50,7 @@ $(grep -E '^\[  FAILED  \] [0-9]+ test' "$OUT/gpu_tests.log" | head -1) (exit $s
   grep -B2 -A6 "Failure" "$OUT/gpu_tests.log" | head -60
 fi
 
-# ---- the main job on the CUDA backend (issue check: PASS on the default batch) ----
+# ---- the main job on the CUDA backend: PASS on the default batch ----
 if [[ "$MODE" == all || "$MODE" == tests || "$MODE" == quick ]]; then
   for cp in 1 4; do
     "$BUILD_DIR/ringpack" run --backend cuda --cp "$cp" --verify >"$OUT/run_cuda_cp$cp.log" 2>&1

@@ -201,6 +201,20 @@ TEST_F(CliTest, RunAndBenchHelpShowTheKernelFlagsAndTheirDefaults) {
   }
 }
 
+// A --name/--no-name pair shows the flag in effect by default, so packing and causal masks do
+// not read as off; the communicator options show their choices and default.
+TEST_F(CliTest, RunHelpShowsBooleanPairsAndCommunicatorDefaults) {
+  const CliResult result = run("run --help");
+  EXPECT_EQ(result.status, kExitSuccess);
+  for (const char* text : {"--packing,--no-packing [--packing]", "--causal,--non-causal [--causal]",
+                           "--backward,--no-backward [--backward]", "{threads,device,mpi,nccl}",
+                           "--comm-timeout FLOAT [300]", "--trace"}) {
+    EXPECT_NE(result.out.find(text), std::string::npos) << "run --help lacks " << text << "\n"
+                                                        << result.out;
+  }
+  EXPECT_EQ(result.out.find("{false}"), std::string::npos) << result.out;
+}
+
 TEST_F(CliTest, VerbosePrintsWhereTheErrorWasRaised) {
   const CliResult plain = run("layout --seq-len 10 --cp 4 --reorder contiguous");
   const CliResult verbose = run("layout --seq-len 10 --cp 4 --reorder contiguous --verbose");
