@@ -1,6 +1,6 @@
 // Document-length sources for the packer; see doc_lengths.h. The realistic histogram is the
-// table of data/doc_length_distribution.csv (docs/design.md §8), copied here so the library does not
-// need the data folder at run time.
+// table of data/doc_length_distribution.csv (docs/design.md §8), copied here so the library does
+// not need the data folder at run time.
 #include "core/doc_lengths.h"
 
 #include <algorithm>

@@ -1,6 +1,6 @@
-// The fp64 reference attention (docs/design.md §2, §7): naive loops, obviously right; the truth every
-// backend and every CP run is compared against. Also the low-precision baseline: the same loops
-// done in the run's dtype, which sets the "within 2x" tolerance of compare.h.
+// The fp64 reference attention (docs/design.md §2, §7): naive loops, obviously right; the truth
+// every backend and every CP run is compared against. Also the low-precision baseline: the same
+// loops done in the run's dtype, which sets the "within 2x" tolerance of compare.h.
 //
 // All tensors are host, BSHD, row-major, contiguous:
 //   q, dout, out, dq   [batch, seqlen_q, num_heads_q, head_dim]

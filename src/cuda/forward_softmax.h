@@ -1,6 +1,6 @@
 // The per-tile softmax steps shared by the forward main loops (mma.sync and wgmma): rule (1) of
-// docs/design.md §2 applied per element on partial tiles, and the online softmax that turns a tile of
-// scores into P while rescaling O. Device code.
+// docs/design.md §2 applied per element on partial tiles, and the online softmax that turns a tile
+// of scores into P while rescaling O. Device code.
 //
 // Register layout (both main loops): s[m][t][e] is the score of row g + 8 (e / 2) of m16 row
 // block m and column 8 t + c + e % 2 of the key tile (g = lane / 4, c = 2 (lane % 4)); acc_o has
@@ -19,8 +19,8 @@
 
 namespace ringpack::cuda {
 
-// Rule (1) of docs/design.md §2 for one query row as an interval test: the visible keys are those of
-// segment `segment` with position in [pos_lo, pos_hi] (causal: [pos - window, pos]; non-causal:
+// Rule (1) of docs/design.md §2 for one query row as an interval test: the visible keys are those
+// of segment `segment` with position in [pos_lo, pos_hi] (causal: [pos - window, pos]; non-causal:
 // [pos - window, pos + window]; no window: unbounded on that side). A padding query (segment 0)
 // gets an empty interval. Three compares per element instead of the general rule's branches.
 struct VisibleKeys {

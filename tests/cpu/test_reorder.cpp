@@ -1,4 +1,5 @@
-// Reorder index maps against the worked examples of docs/design.md §3, inverses, round trips, errors.
+// Reorder index maps against the worked examples of docs/design.md §3, inverses, round trips,
+// errors.
 #include <gtest/gtest.h>
 
 #include <numeric>

@@ -1,5 +1,5 @@
-// Named adversarial layouts of docs/design.md §7 and random packed batches, shared by the cpu and gpu
-// test binaries. A failing case prints its layout name, so the name is the repro.
+// Named adversarial layouts of docs/design.md §7 and random packed batches, shared by the cpu and
+// gpu test binaries. A failing case prints its layout name, so the name is the repro.
 #pragma once
 
 #include <cstdint>
