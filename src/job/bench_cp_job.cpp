@@ -80,14 +80,11 @@ RankTimes slowest(const std::vector<std::vector<std::byte>>& all) {
   return worst;
 }
 
-// Times the batch over options.batch.cp ranks of `run`; returns the slowest rank's medians and,
+// Times `shards` (one per rank) over the ranks of `run`; returns the slowest rank's medians and,
 // through process_rank, this process's rank.
-RankTimes time_batch(const RunOptions& run, const PackedBatch& batch, const RowTensors& row,
-                     const ReorderSpec& spec, int reps, int warmup, int* process_rank) {
+RankTimes time_shards(const RunOptions& run, const std::vector<RankShard>& shards, int reps,
+                      int warmup, int* process_rank) {
   const BatchOptions& o = run.batch;
-  const ReorderAnalysis analysis = analyse_reorder(batch, spec, plan_config(o));
-  const std::vector<RankShard> shards =
-      make_shards(batch, row, reorder_index(batch.seq_len, o.cp, spec), o.cp, analysis);
   RankTimes result;
   std::mutex mutex;
   for_each_rank(run, o.cp, [&](AttentionBackend& backend, Communicator& comm) {
@@ -132,18 +129,24 @@ CpBenchReport bench_cp_job(const CpBenchOptions& options, const ProgressFn& prog
   report.comm = comm_kind_name(comm);
   report.devices = is_multi_process(comm) ? o.cp : 1;
 
-  say("timing one rank on the whole batch");
+  // The same row as one rank (a cp = 1 reorder is the identity) and as the cp shards.
   RunOptions single = run;
   single.batch.cp = 1;
   single.comm = run.backend == BackendKind::kCuda ? CommKind::kDevice : CommKind::kThreads;
-  const RankTimes one = time_batch(single, batch, row, ReorderSpec{ReorderKind::kContiguous, 1},
-                                   options.reps, options.warmup, nullptr);
+  const ReorderSpec whole{ReorderKind::kContiguous, 1};
+  const std::vector<RankShard> one_shard =
+      make_shards(batch, row, reorder_index(batch.seq_len, 1, whole), 1,
+                  analyse_reorder(batch, whole, plan_config(single.batch)));
+  const std::vector<RankShard> shards =
+      make_shards(batch, row, reorder_index(batch.seq_len, o.cp, spec), o.cp, analysis);
+
+  say("timing one rank on the whole batch");
+  const RankTimes one = time_shards(single, one_shard, options.reps, options.warmup, nullptr);
   report.single_forward_seconds = one.forward_seconds;
   report.single_backward_seconds = one.backward_seconds;
 
   say("timing " + std::to_string(o.cp) + " ranks (" + report.comm + ", " + report.reorder + ")");
-  const RankTimes cp =
-      time_batch(run, batch, row, spec, options.reps, options.warmup, &report.process_rank);
+  const RankTimes cp = time_shards(run, shards, options.reps, options.warmup, &report.process_rank);
   report.forward_seconds = cp.forward_seconds;
   report.backward_seconds = cp.backward_seconds;
   report.forward_exposed = cp.forward_exposed;

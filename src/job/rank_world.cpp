@@ -71,9 +71,6 @@ void for_each_rank(const RunOptions& options, int cp,
           cp,
           [&](Communicator& host) {
             auto backend = make_backend(options.backend, options.backend_options);
-            RINGPACK_CHECK(
-                backend->memory_space() == MemorySpace::kHost || options.comm.has_value(),
-                "internal: the threads communicator needs a host backend");
             if (backend->memory_space() == MemorySpace::kHost) {
               run_guarded(*backend, host, body);
             } else {  // explicitly asked for: device buffers staged through the host
