@@ -73,10 +73,12 @@ class PythonCommunicator final : public Communicator {
   };
 
   static nb::object bytes_view(void* data, size_t bytes) {
-    return nb::cast(nb::ndarray<nb::numpy, uint8_t, nb::ndim<1>>(data, {bytes}, nb::handle()));
+    return nb::cast(nb::ndarray<nb::numpy, uint8_t, nb::ndim<1>>(data, {bytes}, nb::handle()),
+                    nb::rv_policy::reference);  // a view, not a copy
   }
   static nb::object float_view(float* data, size_t count) {
-    return nb::cast(nb::ndarray<nb::numpy, float, nb::ndim<1>>(data, {count}, nb::handle()));
+    return nb::cast(nb::ndarray<nb::numpy, float, nb::ndim<1>>(data, {count}, nb::handle()),
+                    nb::rv_policy::reference);
   }
 
   int rank_, size_;
