@@ -22,9 +22,11 @@
 #include "batch_options.h"
 #include "bench_cp.h"
 #include "commands.h"
+#include "core/excerpt.h"
 #include "core/pair_count.h"
 #include "core/random.h"
 #include "kernel_flags.h"
+#include "output_file.h"
 #include "ringpack/attention.h"
 #include "ringpack/dtype.h"
 #include "ringpack/error.h"
@@ -82,12 +84,30 @@ struct Workload {
 
 // "dense-16k": one document of 16384 tokens; "packed-64k": a row of 65536 tokens packed with
 // realistic document lengths, seed 0, capped at S/4.
+// Largest N of a workload name (N x 1024 tokens: 64M tokens, 512 MiB of ids and positions).
+constexpr int kMaxWorkloadKiloTokens = 65536;
+constexpr int kTokensPerK = 1024;
+
+// The <N> of "<kind>-<N>k": a whole number from 1 to kMaxWorkloadKiloTokens.
+int workload_kilo_tokens(const std::string& name, const std::string& digits) {
+  const bool all_digits = !digits.empty() && digits.size() <= 9 &&
+                          digits.find_first_not_of("0123456789") == std::string::npos;
+  RINGPACK_CHECK(all_digits, "workload '", excerpt(name), "': '", excerpt(digits),
+                 "' is not a whole number of thousands of tokens; use e.g. packed-16k");
+  const int kilo = std::stoi(digits);
+  RINGPACK_CHECK(kilo >= 1 && kilo <= kMaxWorkloadKiloTokens, "workload '", excerpt(name),
+                 "': ", kilo, "k tokens is out of range; use 1k to ", kMaxWorkloadKiloTokens, "k");
+  return kilo;
+}
+
 Workload make_workload(const std::string& name) {
   const size_t dash = name.find('-');
-  RINGPACK_CHECK(dash != std::string::npos && name.back() == 'k', "unknown workload '", name,
+  RINGPACK_CHECK(dash != std::string::npos && name.size() > dash + 1 && name.back() == 'k',
+                 "unknown workload '", excerpt(name),
                  "': use dense-<N>k or packed-<N>k, e.g. packed-16k");
   const std::string kind = name.substr(0, dash);
-  const int seq_len = std::stoi(name.substr(dash + 1, name.size() - dash - 2)) * 1024;
+  const int seq_len =
+      workload_kilo_tokens(name, name.substr(dash + 1, name.size() - dash - 2)) * kTokensPerK;
   Workload w;
   w.name = name;
   if (kind == "dense") {
@@ -102,7 +122,8 @@ Workload make_workload(const std::string& name) {
     options.seed = 0;
     w.batch = pack_documents(1, seq_len, options);
   } else {
-    RINGPACK_FAIL("unknown workload kind '", kind, "' in '", name, "': use dense or packed");
+    RINGPACK_FAIL("unknown workload kind '", excerpt(kind), "' in '", excerpt(name),
+                  "': use dense or packed");
   }
   const std::vector<int> one_rank(seq_len, 0);
   w.pairs = count_step_pairs(w.batch, one_rank, 1, MaskSpec{})[0][0];
@@ -392,17 +413,16 @@ void run_cp(const BenchCommand& c, const std::vector<Workload>& workloads,
 }
 
 void run(const BenchCommand& c) {
+  RINGPACK_CHECK(!c.layouts_only || !c.layouts_out.empty(),
+                 "--layouts-only writes the layouts to --layouts-out, which is missing: pass "
+                 "--layouts-out FILE");
   const DType dtype = parse_dtype(c.dtype);
   BackendOptions kernels;  // the CUDA kernel choices of the flags; other fields keep defaults
   c.kernels.apply(kernels);
   std::vector<Workload> workloads;
   for (const std::string& name : c.workloads) workloads.push_back(make_workload(name));
   if (c.cp > 0) return run_cp(c, workloads, kernels);
-  if (!c.layouts_out.empty()) {
-    std::ofstream out(c.layouts_out);
-    RINGPACK_CHECK(out.good(), "cannot write '", c.layouts_out, "'; check the directory");
-    out << layouts_json(workloads, c).dump() << "\n";
-  }
+  if (!c.layouts_out.empty()) write_output(layouts_json(workloads, c).dump() + "\n", c.layouts_out);
   if (c.layouts_only) return;
 
   std::vector<Result> results;

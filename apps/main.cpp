@@ -3,22 +3,21 @@
 #include <exception>
 #include <iostream>
 #include <string>
+#include <string_view>
 
 #include "commands.h"
+#include "core/excerpt.h"
 #include "ringpack/error.h"
 
 namespace {
 
-// Messages are printed on one line.
-std::string one_line(std::string message) {
-  for (char& c : message) {
-    if (c == '\n') c = ' ';
-  }
-  return message;
-}
+// An error line is one printable line of at most this many characters (docs/design.md §5).
+constexpr size_t kMaxErrorLine = 300;
+constexpr std::string_view kErrorPrefix = "ringpack: error: ";
 
 int report_error(const std::string& message) {
-  std::cerr << "ringpack: error: " << one_line(message) << std::endl;
+  std::cerr << kErrorPrefix
+            << ringpack::printable_line(message, kMaxErrorLine - kErrorPrefix.size()) << std::endl;
   return ringpack::cli::kExitBadInput;
 }
 
@@ -47,7 +46,9 @@ int main(int argc, char** argv) {
     return report_error(e.what());
   } catch (const ringpack::Error& e) {
     const int status = report_error(e.what());
-    if (verbose && !e.where().empty()) std::cerr << "ringpack: where: " << e.where() << std::endl;
+    if (verbose && !e.where().empty())
+      std::cerr << "ringpack: where: " << ringpack::printable_line(e.where(), kMaxErrorLine)
+                << std::endl;
     return status;
   } catch (const std::exception& e) {
     return report_error(e.what());

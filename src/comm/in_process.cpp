@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 #include <exception>
+#include <system_error>
 #include <utility>
 
 namespace ringpack {
@@ -38,7 +39,12 @@ InProcessWorld::InProcessWorld(int size, double timeout_seconds)
   RINGPACK_CHECK(timeout_seconds > 0, "communication timeout ", timeout_seconds,
                  " s must be positive");
   RINGPACK_CHECK(size >= 1, "in-process world size ", size, " is invalid: use at least 1 rank");
-  progress_thread_ = std::thread([this] { progress_loop(); });
+  try {
+    progress_thread_ = std::thread([this] { progress_loop(); });
+  } catch (const std::system_error& e) {
+    RINGPACK_FAIL("could not start the communicator's progress thread (", e.what(),
+                  "): raise the process's thread or memory limit");
+  }
 }
 
 InProcessWorld::~InProcessWorld() {
@@ -277,21 +283,29 @@ void run_in_process(int size, const std::function<void(Communicator&)>& fn,
   std::vector<std::thread> threads;
   threads.reserve(size_t(size));
   for (int rank = 0; rank < size; ++rank) {
-    threads.emplace_back([&, rank] {
-      detail::set_current_rank(rank);
-      InProcessCommunicator comm(world, rank);
-      try {
-        fn(comm);
-        world.mark_finished(rank);
-      } catch (const AbortedError&) {
-        record(std::current_exception(), true);
-        world.mark_failed(rank);
-      } catch (...) {
-        record(std::current_exception(), false);
-        world.mark_failed(rank);
-      }
-      detail::set_current_rank(-1);
-    });
+    try {
+      threads.emplace_back([&, rank] {
+        detail::set_current_rank(rank);
+        InProcessCommunicator comm(world, rank);
+        try {
+          fn(comm);
+          world.mark_finished(rank);
+        } catch (const AbortedError&) {
+          record(std::current_exception(), true);
+          world.mark_failed(rank);
+        } catch (...) {
+          record(std::current_exception(), false);
+          world.mark_failed(rank);
+        }
+        detail::set_current_rank(-1);
+      });
+    } catch (const std::system_error& e) {
+      // The ranks already started wait for this one: fail it so that they stop, then join them.
+      world.mark_failed(rank);
+      for (auto& thread : threads) thread.join();
+      RINGPACK_FAIL("could not start the thread of rank ", rank, " of ", size, " (", e.what(),
+                    "): pass a smaller --cp, or raise the process's thread or memory limit");
+    }
   }
   for (auto& thread : threads) thread.join();
   if (first_error) std::rethrow_exception(first_error);

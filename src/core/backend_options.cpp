@@ -1,5 +1,6 @@
 // Names of the kernel choices of BackendOptions (include/ringpack/attention.h), as the CLI and
 // the config file spell them.
+#include "core/excerpt.h"
 #include "ringpack/attention.h"
 #include "ringpack/error.h"
 
@@ -21,7 +22,7 @@ MainLoop parse_main_loop(std::string_view name) {
   for (const MainLoop loop : {MainLoop::kAuto, MainLoop::kWgmma, MainLoop::kMmaSync}) {
     if (name == main_loop_name(loop)) return loop;
   }
-  RINGPACK_FAIL("unknown main loop '", name, "': use auto, wgmma or mma_sync");
+  RINGPACK_FAIL("unknown main loop '", excerpt(name), "': use auto, wgmma or mma_sync");
 }
 
 const char* gradient_add_name(GradientAdd add) {
@@ -40,7 +41,7 @@ GradientAdd parse_gradient_add(std::string_view name) {
   for (const GradientAdd add : {GradientAdd::kAuto, GradientAdd::kTma, GradientAdd::kAtomics}) {
     if (name == gradient_add_name(add)) return add;
   }
-  RINGPACK_FAIL("unknown gradient add '", name, "': use auto, tma or atomics");
+  RINGPACK_FAIL("unknown gradient add '", excerpt(name), "': use auto, tma or atomics");
 }
 
 }  // namespace ringpack

@@ -9,6 +9,7 @@
 #include <limits>
 #include <sstream>
 
+#include "core/excerpt.h"
 #include "ringpack/error.h"
 
 namespace ringpack {
@@ -59,7 +60,8 @@ std::vector<int64_t> read_lengths_file(const std::string& path) {
       // Lengths are token counts of one document; more than int32 tokens is never a real row.
       const bool in_range = digits && field.size() <= std::numeric_limits<int32_t>::digits10 &&
                             std::stoll(field) >= kMinDocLength;
-      RINGPACK_CHECK(in_range, "lengths file '", path, "' line ", line_number, ": '", field,
+      RINGPACK_CHECK(in_range, "lengths file '", path, "' line ", line_number, ": '",
+                     excerpt(field),
                      "' is not a document length; expected positive integers (at most ",
                      std::numeric_limits<int32_t>::max(), ") separated by spaces or commas");
       lengths.push_back(std::stoll(field));

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "core/excerpt.h"
 #include "ringpack/error.h"
 
 namespace ringpack {
@@ -29,7 +30,7 @@ DType parse_dtype(std::string_view name) {
   if (name == "fp32" || name == "float32" || name == "f32") return DType::kF32;
   if (name == "bf16" || name == "bfloat16") return DType::kBF16;
   if (name == "fp16" || name == "float16" || name == "f16") return DType::kF16;
-  RINGPACK_FAIL("unknown dtype '", name, "': use fp32, bf16 or fp16");
+  RINGPACK_FAIL("unknown dtype '", excerpt(name), "': use fp32, bf16 or fp16");
 }
 
 float bf16_to_float(uint16_t bits) {

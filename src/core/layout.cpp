@@ -42,6 +42,10 @@ void validate_batch(const PackedBatch& batch) {
       RINGPACK_CHECK(current == id, "segment id ", id, " appears again at row ", row, ", token ", t,
                      " after segment ", current,
                      " started; each document must be one contiguous run (give it a new id)");
+      RINGPACK_CHECK(it->second.token == t - 1, "segment id ", id, " appears again at row ", row,
+                     ", token ", t, " after padding at token ", it->second.token + 1,
+                     "; each document must be one contiguous run (give it a new id, or move the "
+                     "padding after the document)");
       RINGPACK_CHECK(pos > it->second.position, "positions of segment ", id, " in row ", row,
                      " do not increase: token ", it->second.token, " has ", it->second.position,
                      ", token ", t, " has ", pos,

@@ -2,12 +2,15 @@
 // (packing.h). Layout rules: docs/design.md §1-2 and §5.
 #include "ringpack/packing.h"
 
+#include <filesystem>
 #include <fstream>
 #include <limits>
+#include <set>
 
 #include <nlohmann/json.hpp>
 
 #include "core/doc_lengths.h"
+#include "core/excerpt.h"
 #include "ringpack/error.h"
 
 namespace ringpack {
@@ -60,7 +63,8 @@ LengthSource parse_length_source(std::string_view name) {
   for (const SourceName& entry : kSourceNames) {
     if (name == entry.name) return entry.source;
   }
-  RINGPACK_FAIL("unknown --lengths '", name, "'; expected realistic, file, fixed or uniform");
+  RINGPACK_FAIL("unknown --lengths '", excerpt(name),
+                "'; expected realistic, file, fixed or uniform");
 }
 
 PackedBatch pack_documents(int batch, int seq_len, const PackerOptions& options) {
@@ -109,6 +113,18 @@ PackedBatch pack_documents(int batch, int seq_len, const PackerOptions& options)
 
 namespace {
 
+// The keys of a layout file (docs/design.md §5); any other key is an error.
+constexpr const char* kLayoutKeys[] = {"segment_ids", "positions"};
+
+// A JSON value as an error message quotes it: its kind for lists and objects (which may be
+// nested arbitrarily deep), a short excerpt for strings and numbers.
+std::string describe_json(const nlohmann::json& value) {
+  if (value.is_array()) return "a list";
+  if (value.is_object()) return "an object";
+  if (value.is_string()) return "the string '" + excerpt(value.get_ref<const std::string&>()) + "'";
+  return excerpt(value.dump());  // a number, boolean or null: a short token
+}
+
 // Reads json[key] as [rows][tokens] int32 values; errors name the file, key, row and token.
 std::vector<std::vector<int32_t>> read_rows(const nlohmann::json& json, const char* key,
                                             const std::string& path) {
@@ -128,7 +144,7 @@ std::vector<std::vector<int32_t>> read_rows(const nlohmann::json& json, const ch
                             value.get<int64_t>() >= std::numeric_limits<int32_t>::min() &&
                             value.get<int64_t>() <= std::numeric_limits<int32_t>::max();
       RINGPACK_CHECK(is_int32, "layout file '", path, "': \"", key, "\" row ", r, " token ", t,
-                     " is ", value.dump(), "; expected an integer");
+                     " is ", describe_json(value), "; expected an integer");
       values.push_back(value.get<int32_t>());
     }
     if (!result.empty()) {
@@ -143,18 +159,53 @@ std::vector<std::vector<int32_t>> read_rows(const nlohmann::json& json, const ch
 
 }  // namespace
 
-PackedBatch load_layout_file(const std::string& path) {
-  std::ifstream file(path);
-  RINGPACK_CHECK(file.good(), "cannot open layout file '", path, "': check the --layout path");
-  nlohmann::json json;
+namespace {
+
+// Parses the layout file; a key that appears twice in one object is an error naming it.
+nlohmann::json parse_layout_json(std::ifstream& file, const std::string& path) {
+  std::vector<std::set<std::string>> open_objects;  // keys seen so far in each enclosing object
+  const auto reject_duplicates = [&](int, nlohmann::json::parse_event_t event,
+                                     nlohmann::json& parsed) {
+    using Event = nlohmann::json::parse_event_t;
+    if (event == Event::object_start) open_objects.emplace_back();
+    if (event == Event::object_end) open_objects.pop_back();
+    if (event == Event::key) {
+      const std::string& key = parsed.get_ref<const std::string&>();
+      RINGPACK_CHECK(open_objects.back().insert(key).second, "layout file '", path, "': key '",
+                     excerpt(key), "' appears twice; give each key once");
+    }
+    return true;
+  };
   try {
-    json = nlohmann::json::parse(file);
+    return nlohmann::json::parse(file, reject_duplicates);
   } catch (const nlohmann::json::exception& e) {
-    RINGPACK_FAIL("layout file '", path, "' is not valid JSON: ", e.what());
+    RINGPACK_FAIL("layout file '", path,
+                  "' is not valid JSON: ", excerpt(e.what(), 2 * kExcerptChars));
   }
+}
+
+void check_layout_keys(const nlohmann::json& json, const std::string& path) {
   RINGPACK_CHECK(json.is_object() && json.contains("segment_ids"), "layout file '", path,
                  "' has no \"segment_ids\" key; expected {\"segment_ids\": [[...], ...], "
                  "\"positions\": [[...], ...]} (positions optional)");
+  for (const auto& entry : json.items()) {
+    bool known = false;
+    for (const char* key : kLayoutKeys) known = known || entry.key() == key;
+    RINGPACK_CHECK(known, "layout file '", path, "': unknown key '", excerpt(entry.key()),
+                   "'; a layout has only \"segment_ids\" and \"positions\"");
+  }
+}
+
+}  // namespace
+
+PackedBatch load_layout_file(const std::string& path) {
+  std::error_code ignored;
+  RINGPACK_CHECK(!std::filesystem::is_directory(path, ignored), "layout file '", path,
+                 "' is a directory: give --layout the path of a JSON file");
+  std::ifstream file(path);
+  RINGPACK_CHECK(file.good(), "cannot open layout file '", path, "': check the --layout path");
+  const nlohmann::json json = parse_layout_json(file, path);
+  check_layout_keys(json, path);
 
   const std::vector<std::vector<int32_t>> ids = read_rows(json, "segment_ids", path);
   PackedBatch batch;

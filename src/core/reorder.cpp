@@ -4,6 +4,7 @@
 #include <charconv>
 #include <cstring>
 
+#include "core/excerpt.h"
 #include "ringpack/error.h"
 
 namespace ringpack {
@@ -27,7 +28,7 @@ ReorderKind parse_reorder_kind(std::string_view name) {
                            ReorderKind::kStriped, ReorderKind::kAuto}) {
     if (name == reorder_kind_name(kind)) return kind;
   }
-  RINGPACK_FAIL("unknown reorder '", name,
+  RINGPACK_FAIL("unknown reorder '", excerpt(name),
                 "': use auto, contiguous, dual_chunk_swap or striped (with --stripe-size)");
 }
 
@@ -42,13 +43,13 @@ ReorderSpec parse_reorder_label(std::string_view label) {
   const size_t colon = label.find(':');
   ReorderSpec spec{parse_reorder_kind(label.substr(0, colon)), 1};
   if (colon == std::string_view::npos) return spec;
-  RINGPACK_CHECK(spec.kind == ReorderKind::kStriped, "reorder '", label,
+  RINGPACK_CHECK(spec.kind == ReorderKind::kStriped, "reorder '", excerpt(label),
                  "': only striped takes a stripe size (striped:K)");
   const std::string_view digits = label.substr(colon + 1);
   const auto [end, status] =
       std::from_chars(digits.data(), digits.data() + digits.size(), spec.stripe_size);
-  RINGPACK_CHECK(status == std::errc() && end == digits.data() + digits.size(), "reorder '", label,
-                 "': the stripe size after ':' must be a whole number");
+  RINGPACK_CHECK(status == std::errc() && end == digits.data() + digits.size(), "reorder '",
+                 excerpt(label), "': the stripe size after ':' must be a whole number");
   return spec;
 }
 

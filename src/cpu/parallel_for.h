@@ -7,8 +7,11 @@
 #include <cstdint>
 #include <exception>
 #include <mutex>
+#include <system_error>
 #include <thread>
 #include <vector>
+
+#include "ringpack/error.h"
 
 namespace ringpack {
 
@@ -19,7 +22,8 @@ inline int resolve_num_threads(int requested) {
 }
 
 // Runs body(item) once for every item in [0, count). Items must not write shared memory that
-// another item writes. The first exception thrown by any item is rethrown here.
+// another item writes. The first exception thrown by any item is rethrown here. When a worker
+// thread cannot be started, the ones already started are joined and ringpack::Error is thrown.
 template <class Body>
 void parallel_for(int64_t count, int num_threads, const Body& body) {
   const int threads = int(std::min<int64_t>(std::max(1, num_threads), count));
@@ -41,7 +45,16 @@ void parallel_for(int64_t count, int num_threads, const Body& body) {
   };
   std::vector<std::thread> pool;
   pool.reserve(threads - 1);
-  for (int t = 1; t < threads; ++t) pool.emplace_back(worker);
+  for (int t = 1; t < threads; ++t) {
+    try {
+      pool.emplace_back(worker);
+    } catch (const std::system_error& e) {
+      next = count;  // the started threads stop after their current item
+      for (std::thread& thread : pool) thread.join();
+      RINGPACK_FAIL("could not start CPU worker thread ", t, " of ", threads, " (", e.what(),
+                    "): pass a smaller --threads, or raise the process's thread or memory limit");
+    }
+  }
   worker();
   for (std::thread& thread : pool) thread.join();
   if (failure) std::rethrow_exception(failure);

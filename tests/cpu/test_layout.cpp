@@ -44,6 +44,14 @@ TEST(Layout, RejectsSegmentThatReappears) {
   EXPECT_NE(message.find("segment id 1 appears again"), std::string::npos) << message;
 }
 
+TEST(Layout, RejectsPaddingInsideADocumentNamingThePosition) {
+  const std::string message = error_of(row({1, 0, 1, 2}, {0, 0, 1, 0}));
+  EXPECT_NE(message.find("segment id 1 appears again at row 0, token 2 after padding at token 1"),
+            std::string::npos)
+      << message;
+  EXPECT_EQ(error_of(row({1, 0, 0, 2}, {0, 0, 0, 0})), "");  // padding between documents
+}
+
 TEST(Layout, RejectsPositionsThatDoNotIncrease) {
   const std::string message = error_of(row({1, 1, 1}, {0, 2, 2}));
   EXPECT_NE(message.find("do not increase"), std::string::npos) << message;
