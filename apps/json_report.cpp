@@ -61,6 +61,28 @@ json row_json(const RankLayout& rank, size_t row) {
           {"positions", rank.positions.at(row)}};
 }
 
+// The configuration of a batch, as resolved (docs/design.md §5): every field that decides the
+// result, so that a report can be reproduced from itself.
+json batch_config_json(const BatchOptions& options) {
+  json layout = nullptr;
+  if (!options.layout_file.empty()) layout = options.layout_file;
+  return {{"batch", options.batch},
+          {"seq_len", options.seq_len},
+          {"cp", options.cp},
+          {"strategy", strategy_name(options.strategy)},
+          {"reorder_requested", reorder_label(options.reorder)},
+          {"heads_q", options.num_heads_q},
+          {"heads_kv", options.num_heads_kv},
+          {"head_dim", options.head_dim},
+          {"dtype", dtype_name(options.dtype)},
+          {"causal", options.mask.causal},
+          {"window", options.mask.window},
+          {"seed", options.seed},
+          {"packing", options.packer.packing},
+          {"lengths", length_source_name(options.packer.source)},
+          {"layout", layout}};
+}
+
 }  // namespace
 
 json run_report_json(const RunReport& report) {
@@ -72,24 +94,24 @@ json run_report_json(const RunReport& report) {
   json phases = json::object();
   for (const PhaseTime& phase : report.phases) phases[phase.name] = milliseconds(phase.seconds);
 
-  return {{"passed", report.passed},
-          {"cp", options.cp},
-          {"strategy", strategy_name(options.strategy)},
-          {"reorder", report.reorder},
-          {"reorder_reason", report.reorder_reason},
-          {"backend", report.backend},
-          {"comm", report.comm},
-          {"dtype", dtype_name(options.dtype)},
-          {"batch", options.batch},
-          {"seq_len", options.seq_len},
-          {"documents", report.documents},
-          {"padding_tokens", report.padding_tokens},
-          {"imbalance", number(report.imbalance)},
-          {"verified", report.verified},
-          {"verify_note", report.verify_note},
-          {"verify", verify},
-          {"ranks", ranks},
-          {"phases", phases}};
+  json out = batch_config_json(options);
+  out.update({{"passed", report.verified ? json(report.passed) : json(nullptr)},
+              {"reorder", report.reorder},
+              {"reorder_reason", report.reorder_reason},
+              {"backend", report.backend},
+              {"comm", report.comm},
+              {"threads", report.threads},
+              {"backward", report.backward},
+              {"deterministic", report.deterministic},
+              {"documents", report.documents},
+              {"padding_tokens", report.padding_tokens},
+              {"imbalance", number(report.imbalance)},
+              {"verified", report.verified},
+              {"verify_note", report.verify_note},
+              {"verify", verify},
+              {"ranks", ranks},
+              {"phases", phases}});
+  return out;
 }
 
 json plan_report_json(const PlanReport& report) {
@@ -101,13 +123,9 @@ json plan_report_json(const PlanReport& report) {
   }
   json chosen = nullptr;
   if (!plan.candidates.empty()) chosen = plan.candidates.at(size_t(plan.chosen)).label;
-  return {{"cp", options.cp},
-          {"strategy", strategy_name(options.strategy)},
-          {"batch", options.batch},
-          {"seq_len", options.seq_len},
-          {"reorders", reorders},
-          {"auto", chosen},
-          {"explanation", plan.explanation}};
+  json out = batch_config_json(options);
+  out.update({{"reorders", reorders}, {"auto", chosen}, {"explanation", plan.explanation}});
+  return out;
 }
 
 json layout_report_json(const LayoutReport& report) {
@@ -122,11 +140,9 @@ json layout_report_json(const LayoutReport& report) {
     }
     ranks.push_back(entry);
   }
-  return {{"reorder", report.reorder},
-          {"cp", report.options.cp},
-          {"batch", report.options.batch},
-          {"seq_len", report.options.seq_len},
-          {"ranks", ranks}};
+  json out = batch_config_json(report.options);
+  out.update({{"reorder", report.reorder}, {"ranks", ranks}});
+  return out;
 }
 
 std::string json_text(const nlohmann::json& json) {

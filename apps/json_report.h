@@ -3,6 +3,12 @@
 // Non-finite numbers (an LSE of -inf, a NaN error) are written as the strings "inf", "-inf" and
 // "nan", never as null, so every number field is either a finite number or one of these strings.
 //
+// Every report starts with the batch configuration as resolved: batch, seq_len, cp, strategy,
+// reorder_requested, heads_q, heads_kv, head_dim, dtype, causal, window, seed, packing, lengths,
+// layout (file or null). run adds backend, comm, threads (per rank), backward, deterministic,
+// the resolved reorder, and "verified" and "passed": passed is true or false when the run was
+// verified and null when it was not.
+//
 // layout: {"reorder", "ranks": [{"rank", "tokens", "segment_ids", "positions"}]} where tokens,
 // segment_ids and positions are those of row 0; when batch > 1 each rank also has
 // "rows": [{"tokens", "segment_ids", "positions"}, ...] with every row (row 0 included).

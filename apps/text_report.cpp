@@ -171,7 +171,7 @@ std::string format_run_report(const RunReport& report) {
         << (report.verify_note.empty() ? std::string(" (--no-verify)") : ": " + report.verify_note)
         << "\n";
   }
-  out << (report.passed ? "PASS" : "FAIL") << "\n";
+  out << (!report.verified ? "NOT VERIFIED" : report.passed ? "PASS" : "FAIL") << "\n";
   return out.str();
 }
 

@@ -87,7 +87,10 @@ struct PhaseTime {
 struct RunReport {
   BatchOptions options;  // as resolved (layout sizes, reorder)
   std::string backend;
-  std::string comm;      // communicator name
+  std::string comm;  // communicator name
+  int threads = 0;   // CPU worker threads per rank, as resolved (--threads 0: cores / cp)
+  bool backward = true;
+  bool deterministic = false;
   int process_rank = 0;  // this process's rank (multi-process runs); 0 when it holds them all
   std::string reorder;   // resolved label
   std::string reorder_reason;
@@ -96,10 +99,10 @@ struct RunReport {
   std::vector<RankReport> ranks;
   double imbalance = 1.0;  // max / mean visible pairs
   std::vector<PhaseTime> phases;
-  bool verified = false;
+  bool verified = false;    // compared with the reference (multi-process: on rank 0)
   std::string verify_note;  // why verification was skipped, when it was
   std::vector<TensorError> errors;
-  bool passed = false;  // all verified tensors within tolerance (true when !verified)
+  bool passed = false;  // verified, and every tensor within tolerance (false when !verified)
 };
 
 // Progress callback: a short line describing what the job is doing now.
@@ -141,7 +144,9 @@ struct PlanReport {
   BatchOptions options;
   Plan plan;
 };
-PlanReport plan_job(const BatchOptions& options);
+// backend: the backend whose rates the cost model uses (the one `run` would use).
+PlanReport plan_job(const BatchOptions& options, BackendKind backend = BackendKind::kCpu,
+                    const ProgressFn& progress = {});
 
 struct RankLayout {
   int rank = 0;
@@ -154,6 +159,7 @@ struct LayoutReport {
   std::string reorder;  // resolved label
   std::vector<RankLayout> ranks;
 };
-LayoutReport layout_job(const BatchOptions& options);
+LayoutReport layout_job(const BatchOptions& options, BackendKind backend = BackendKind::kCpu,
+                        const ProgressFn& progress = {});
 
 }  // namespace ringpack

@@ -32,6 +32,17 @@ class PhaseClock {
   std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
 };
 
+// Most CPU worker threads a rank may ask for (docs/design.md §5).
+constexpr int kMaxThreads = 1024;
+
+// What rank 0 of a multi-process run tells the others (one byte).
+enum class Verdict : uint8_t { kFailed = 0, kPassed = 1, kNotVerified = 2 };
+
+Verdict verdict_of(const RunReport& report) {
+  if (!report.verified) return Verdict::kNotVerified;
+  return report.passed ? Verdict::kPassed : Verdict::kFailed;
+}
+
 void validate_shapes(const BatchOptions& o) {
   RINGPACK_CHECK(o.num_heads_q >= 1 && o.num_heads_kv >= 1, "head counts must be positive (got ",
                  o.num_heads_q, " query heads, ", o.num_heads_kv, " kv heads)");
@@ -40,6 +51,12 @@ void validate_shapes(const BatchOptions& o) {
                  "; GQA needs each kv head shared by the same number of query heads");
   RINGPACK_CHECK(o.head_dim >= 1, "head_dim ", o.head_dim, " must be positive");
   RINGPACK_CHECK(o.cp >= 1, "cp ", o.cp, " must be at least 1");
+}
+
+void validate_threads(int threads) {
+  RINGPACK_CHECK(threads >= 0 && threads <= kMaxThreads, "--threads ", threads,
+                 " is out of range: pass 1 to ", kMaxThreads,
+                 " worker threads per rank, or 0 for the cores / cp");
 }
 
 }  // namespace
@@ -53,6 +70,7 @@ RunReport run_job(const RunOptions& options, const ProgressFn& progress) {
   BatchOptions& o = report.options;
   o = options.batch;
   validate_shapes(o);
+  validate_threads(options.backend_options.num_threads);
   {  // an unsupported forward or backward fails here, before any work or progress line
     auto probe = make_backend(options.backend, options.backend_options);
     probe->check_supported(o.dtype, o.head_dim, options.backward);
@@ -61,14 +79,20 @@ RunReport run_job(const RunOptions& options, const ProgressFn& progress) {
 
   check_launch(options, o.cp);
   say("building the batch");
-  const PackedBatch batch = build_resolved_batch(o);
+  const bool verify_requested = options.verify.value_or(false);
+  const PackedBatch batch = build_resolved_batch(
+      o,
+      [&](const BatchOptions& sizes) {
+        return run_bytes_needed(sizes, options.backward, verify_requested);
+      },
+      "a run");
   const std::vector<int> documents = count_documents(batch);
   report.documents = std::accumulate(documents.begin(), documents.end(), 0);
   report.padding_tokens = std::count(batch.segment_ids.begin(), batch.segment_ids.end(), 0);
   clock.lap("batch");
 
   say("planning the reorder");
-  const PlanConfig config = plan_config(o);
+  const PlanConfig config = plan_config(o, options.backend);
   const ReorderSpec spec = resolve_reorder(batch, o.reorder, config, &report.reorder_reason);
   const ReorderAnalysis analysis = analyse_reorder(batch, spec, config);
   o.reorder = spec;
@@ -92,16 +116,19 @@ RunReport run_job(const RunOptions& options, const ProgressFn& progress) {
     const int cores = int(std::max(1u, std::thread::hardware_concurrency()));
     rank_options.backend_options.num_threads = std::max(1, cores / o.cp);
   }
+  report.threads = rank_options.backend_options.num_threads;
+  report.backward = options.backward;
+  report.deterministic = options.backend_options.deterministic;
   say(std::string("running ") + strategy_name(o.strategy) + " forward" +
       (options.backward ? " and backward" : "") + " on " + std::to_string(o.cp) + " ranks (" +
       report.backend + " backend, " + report.comm + " communicator)");
   const uint64_t fingerprint = batch_fingerprint(batch, o, options.backward);
   std::vector<RankResult> results(o.cp);
   std::mutex progress_mutex;
-  std::optional<bool> shared_verdict;  // multi-process runs: rank 0's verdict, on every rank
+  std::optional<Verdict> shared_verdict;  // multi-process runs: rank 0's verdict, on every rank
   // Restores the rows from the ranks' results and compares them with the reference (rank 0 of a
   // multi-process run, or this process when it holds every rank); returns the verdict.
-  const auto restore_and_verify = [&]() -> bool {
+  const auto restore_and_verify = [&]() -> Verdict {
     clock.lap("cp run");
     // Back to original order: place each rank's shard, then undo the reorder.
     const std::vector<int32_t> inverse = invert_index(index);
@@ -134,12 +161,14 @@ RunReport run_job(const RunOptions& options, const ProgressFn& progress) {
                                : "verification off by default for this size (the fp64 reference "
                                  "would take long); pass --verify to force it";
     } else {
-      report.errors = verify_run(batch, o, row, options.backward, progress);
-      clock.lap("verify");
+      const VerifyReference reference = verify_reference_for(options.backend);
+      report.errors = verify_run(batch, o, row, options.backward, progress, reference);
+      report.verify_note = std::string("reference: ") + verify_reference_name(reference);
+      clock.lap(reference == VerifyReference::kGpu ? "verify (gpu fp64)" : "verify (cpu fp64)");
     }
-    report.passed = std::all_of(report.errors.begin(), report.errors.end(),
-                                [](const TensorError& e) { return e.passed; });
-    return report.passed;
+    report.passed = report.verified && std::all_of(report.errors.begin(), report.errors.end(),
+                                                   [](const TensorError& e) { return e.passed; });
+    return verdict_of(report);
   };
   for_each_rank(rank_options, o.cp, [&](AttentionBackend& backend, Communicator& comm) {
     const int r = comm.rank();
@@ -155,14 +184,16 @@ RunReport run_job(const RunOptions& options, const ProgressFn& progress) {
     if (r == 0) say("gathering the ranks' results");
     results = gather_results(backend, comm, mine);
     // Rank 0 verifies and sends its verdict, so that every process exits with the same status.
-    const std::byte verdict{uint8_t(r == 0 ? restore_and_verify() : false)};
-    shared_verdict = all_gather_bytes(backend, comm, {verdict})[0][0] != std::byte{0};
+    const std::byte verdict{uint8_t(r == 0 ? restore_and_verify() : Verdict::kFailed)};
+    shared_verdict = Verdict(all_gather_bytes(backend, comm, {verdict})[0][0]);
   });
   if (!multi_process) {
     restore_and_verify();
-  } else {
-    report.passed = shared_verdict.value_or(false);
-    if (report.process_rank != 0) report.verify_note = "verified on rank 0";
+  } else if (report.process_rank != 0) {
+    const Verdict verdict = shared_verdict.value_or(Verdict::kFailed);
+    report.verified = verdict != Verdict::kNotVerified;
+    report.passed = verdict == Verdict::kPassed;
+    report.verify_note = report.verified ? "verified on rank 0" : "not verified on rank 0";
   }
   return report;
 }
