@@ -1,9 +1,12 @@
 // Shared batch options and the YAML config (see batch_options.h for the keys and precedence).
 #include "batch_options.h"
 
+#include <algorithm>
 #include <memory>
+#include <set>
 #include <utility>
 
+#include "core/excerpt.h"
 #include "ringpack/error.h"
 
 namespace ringpack::cli {
@@ -33,10 +36,25 @@ const char* expected_kind() {
 }
 
 std::string describe(const YAML::Node& node) {
-  if (node.IsScalar()) return "'" + node.Scalar() + "'";
+  if (node.IsScalar()) return "'" + excerpt(node.Scalar()) + "'";
   if (node.IsSequence()) return "a list";
   if (node.IsMap()) return "a mapping";
   return "nothing";
+}
+
+// Levenshtein distance between two key names (for the "did you mean" of unknown keys).
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> previous(b.size() + 1), current(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) previous[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    current[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t substitute = previous[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1);
+      current[j] = std::min({previous[j] + 1, current[j - 1] + 1, substitute});
+    }
+    std::swap(previous, current);
+  }
+  return previous[b.size()];
 }
 
 // A path from the config file: relative paths are relative to the config file's folder.
@@ -116,32 +134,60 @@ void ConfigKeys::add_ignored(std::string key) {
   keys_.push_back({std::move(key), nullptr, {}});
 }
 
-std::string ConfigKeys::accepted_names() const {
-  std::string names;
-  for (const Key& key : keys_) names += (names.empty() ? "" : ", ") + key.name;
-  return names;
+bool ConfigKeys::known(const std::string& name) const {
+  for (const Key& key : keys_) {
+    if (key.name == name) return true;
+  }
+  return false;
 }
 
-void ConfigKeys::apply_file(const std::string& path) const {
-  YAML::Node root;
+std::string ConfigKeys::closest_name(const std::string& name) const {
+  std::string best;
+  size_t best_distance = std::string::npos;
+  for (const Key& key : keys_) {
+    const size_t distance = edit_distance(name, key.name);
+    if (distance < best_distance) {
+      best_distance = distance;
+      best = key.name;
+    }
+  }
+  return best;
+}
+
+YAML::Node ConfigKeys::load(const std::string& path) {
+  std::error_code ignored;
+  RINGPACK_CHECK(!std::filesystem::is_directory(path, ignored), "config file '", path,
+                 "' is a directory: give --config the path of a YAML file");
   try {
-    root = YAML::LoadFile(path);
+    return YAML::LoadFile(path);
   } catch (const YAML::BadFile&) {
     RINGPACK_FAIL("cannot read config file '", path, "': check the path given to --config");
   } catch (const YAML::Exception& e) {
-    RINGPACK_FAIL("config file '", path, "' is not valid YAML: ", e.what());
+    RINGPACK_FAIL("config file '", path,
+                  "' is not valid YAML: ", excerpt(e.what(), 2 * kExcerptChars));
   }
+}
+
+void ConfigKeys::check_names(const YAML::Node& root, const std::string& path) const {
+  std::set<std::string> seen;
+  for (const auto& entry : root) {
+    RINGPACK_CHECK(entry.first.IsScalar(), "config file '", path, "': a key is ",
+                   describe(entry.first), "; keys are names such as seq_len");
+    const std::string name = entry.first.Scalar();
+    RINGPACK_CHECK(known(name), "unknown key '", excerpt(name), "' in config file '", path,
+                   "': did you mean '", closest_name(name),
+                   "'? (config keys are the long flags of --help, with '_' for '-')");
+    RINGPACK_CHECK(seen.insert(name).second, "key '", excerpt(name),
+                   "' appears twice in config file '", path, "': give each key once");
+  }
+}
+
+void ConfigKeys::apply_file(const std::string& path) const {
+  const YAML::Node root = load(path);
   if (root.IsNull()) return;  // an empty file sets nothing
   RINGPACK_CHECK(root.IsMap(), "config file '", path,
                  "' must be a mapping of 'key: value' lines, got ", describe(root));
-
-  for (const auto& entry : root) {
-    const std::string name = entry.first.Scalar();
-    bool known = false;
-    for (const Key& key : keys_) known = known || key.name == name;
-    RINGPACK_CHECK(known, "unknown key '", name, "' in config file '", path,
-                   "': accepted keys are ", accepted_names());
-  }
+  check_names(root, path);
 
   const YAML::Node& entries = root;  // const: lookups must not insert keys
   const std::filesystem::path config_dir = std::filesystem::path(path).parent_path();
@@ -252,11 +298,10 @@ void BatchFlags::add_to(CLI::App& command, ConfigKeys& keys) {
            store_into(strategy_, "context_parallel_strategy"));
   keys.add("context_parallel_reorder_strategy", reorder_option_,
            store_into(reorder_, "context_parallel_reorder_strategy"));
+  // --reorder on the command line wins over it, as over every key of the file.
   keys.add("context_parallel_load_balance", reorder_option_,
            [this](const YAML::Node& node, const std::filesystem::path&) {
-             if (!yaml_value<bool>(node, "context_parallel_load_balance")) {
-               reorder_ = reorder_kind_name(ReorderKind::kContiguous);
-             }
+             apply_load_balance(yaml_value<bool>(node, "context_parallel_load_balance"));
            });
 
   const std::string io = "Input and output";
@@ -264,9 +309,26 @@ void BatchFlags::add_to(CLI::App& command, ConfigKeys& keys) {
       ->group(io);
   command.add_flag("--json", output_.json, "print JSON instead of text")->group(io);
   command
-      .add_option("--output", output_.output_file,
-                  "write the result to FILE instead of stdout (atomically: FILE.tmp, then rename)")
+      .add_option(
+          "--output", output_.output_file,
+          "write the result to FILE instead of stdout (atomically: a temporary file in FILE's "
+          "folder, renamed over FILE; a link at FILE is kept and its target replaced)")
       ->group(io);
+}
+
+void BatchFlags::apply_load_balance(bool load_balance) {
+  const std::string contiguous = reorder_kind_name(ReorderKind::kContiguous);
+  const std::string kind = reorder_.substr(0, reorder_.find(':'));
+  if (kind == reorder_kind_name(ReorderKind::kAuto)) {
+    // auto picks among the balanced reorders (docs/design.md §3); no balance: no reorder.
+    if (!load_balance) reorder_ = contiguous;
+    return;
+  }
+  RINGPACK_CHECK(load_balance != (kind == contiguous),
+                 "context_parallel_load_balance: ", load_balance ? "true" : "false",
+                 " conflicts with reorder '", excerpt(reorder_), "': ",
+                 load_balance ? "contiguous does not balance the load; drop one of the two"
+                              : "no load balance means the contiguous order; drop one of the two");
 }
 
 BatchOptions BatchFlags::resolve(const ConfigKeys& keys) {
@@ -319,6 +381,8 @@ BatchOptions BatchFlags::to_options() const {
   options.strategy = parse_strategy(strategy_);
 
   options.mask.causal = causal_;
+  RINGPACK_CHECK(window_ >= -1, "--window ", window_,
+                 " is not a window: pass -1 (or leave it out) for none, or 0 or more tokens");
   options.mask.window = window_;
   options.num_heads_q = heads_q_;
   options.num_heads_kv = heads_kv_;

@@ -7,8 +7,10 @@
 // seed system's names:
 //   context_parallel_strategy          all_gather | ring                -> strategy
 //   context_parallel_reorder_strategy  auto | dual_chunk_swap | striped -> reorder
-//   context_parallel_load_balance      bool; false -> reorder contiguous, even when a reorder
-//                                      strategy is also set (load balancing off means no reorder)
+//   context_parallel_load_balance      bool (default true: auto picks a balanced reorder);
+//                                      false -> reorder contiguous; a reorder key of the file
+//                                      that contradicts it is an error, never overridden (a
+//                                      --reorder flag wins over both, like every flag)
 //   packing                            bool
 // Keys are applied in the order they are registered (not file order), so the load-balance rule
 // holds wherever the keys appear. Relative file paths in the config (layout, lengths_file) are
@@ -30,7 +32,8 @@
 
 namespace ringpack::cli {
 
-// Config keys of `run` only; plan and layout accept and ignore them.
+// Config keys of `run` only; plan and layout accept and ignore them (apart from backend, which
+// picks the cost model's rates there).
 inline constexpr const char* kRunOnlyConfigKeys[] = {"backend",
                                                      "threads",
                                                      "verify",
@@ -62,8 +65,8 @@ class ConfigKeys {
   void add_ignored(std::string key);
 
   // Reads the YAML mapping at `path` and applies each known key whose option was not given on
-  // the command line. Throws ringpack::Error on unreadable files, unknown keys (naming the key and
-  // listing the accepted ones) and values of the wrong type.
+  // the command line. Throws ringpack::Error on unreadable files, unknown or repeated keys
+  // (naming the key and the closest accepted one) and values of the wrong type.
   void apply_file(const std::string& path) const;
 
  private:
@@ -72,7 +75,11 @@ class ConfigKeys {
     const CLI::Option* option = nullptr;
     Setter set;  // empty: ignored key
   };
-  std::string accepted_names() const;
+  static YAML::Node load(const std::string& path);
+  // Every key of the file is known and given once; throws ringpack::Error naming the key.
+  void check_names(const YAML::Node& root, const std::string& path) const;
+  bool known(const std::string& name) const;
+  std::string closest_name(const std::string& name) const;
   std::vector<Key> keys_;
 };
 
@@ -121,6 +128,9 @@ class BatchFlags {
 
  private:
   BatchOptions to_options() const;
+  // context_parallel_load_balance: false turns auto into contiguous; with an explicit reorder
+  // that contradicts it (a balanced one with false, contiguous with true) it is an error.
+  void apply_load_balance(bool load_balance);
 
   int seq_len_;
   int batch_;

@@ -2,15 +2,26 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
+#include "ringpack/attention.h"
 #include "ringpack/cp.h"
 #include "ringpack/layout.h"
 #include "ringpack/mask.h"
 #include "ringpack/reorder.h"
 
 namespace ringpack {
+
+// Rates the cost model assumes for one rank (src/core/cost_model.cpp says where they come from).
+struct CostRates {
+  double flops_per_second = 0.0;  // sustained attention throughput
+  double bytes_per_second = 0.0;  // transfer rate to a peer, per direction
+};
+
+// The rates of the backend that runs: GPU rates for cuda, CPU rates for cpu and reference.
+CostRates cost_rates(BackendKind backend);
 
 struct PlanConfig {
   int cp = 1;
@@ -22,6 +33,7 @@ struct PlanConfig {
   int dtype_bytes = 2;
   int tile_q = 128;  // tile shape the backend computes in (tile efficiency)
   int tile_k = 128;
+  CostRates rates = cost_rates(BackendKind::kCuda);  // jobs set the rates of the backend that runs
 };
 
 // The analysis of one reorder on one batch.
@@ -48,9 +60,14 @@ struct Plan {
 ReorderAnalysis analyse_reorder(const PackedBatch& batch, const ReorderSpec& spec,
                                 const PlanConfig& config);
 
+// A short line saying which candidate is being analysed (for progress on long plans).
+using PlanProgress = std::function<void(const std::string&)>;
+
 // Analyses contiguous, dual_chunk_swap, striped (stripe sizes 1 and a few tile multiples) where
-// legal, and picks the cheapest by the cost model.
-Plan make_plan(const PackedBatch& batch, const PlanConfig& config);
+// legal, and picks the cheapest balanced one by the cost model (contiguous only when no balanced
+// reorder is legal).
+Plan make_plan(const PackedBatch& batch, const PlanConfig& config,
+               const PlanProgress& progress = {});
 
 // The spec to run: `requested` unless it is kAuto, then make_plan's choice.
 ReorderSpec resolve_reorder(const PackedBatch& batch, const ReorderSpec& requested,

@@ -11,18 +11,40 @@ namespace {
 constexpr double kForwardFlopsPerHeadDim = 4.0;
 constexpr double kForwardPlusBackward = 3.5;
 
-// Sustained attention throughput and per-direction link bandwidth of one GPU of the H100/H200
-// class (bf16 flash attention reaches roughly 40% of the ~1000 TFLOP/s dense peak; NVLink 4
-// moves ~450 GB/s per direction, NCCL point-to-point reaches about two thirds of it). Only their
-// ratio (~1300 FLOPs per byte) decides between reorders; the absolute values make the cost
-// readable as seconds.
-constexpr double kFlopsPerSecond = 400e12;
-constexpr double kBytesPerSecond = 300e9;
+// GPU (cuda backend): sustained attention throughput and per-direction link bandwidth of one GPU
+// of the H100/H200 class (bf16 flash attention reaches roughly 40% of the ~1000 TFLOP/s dense
+// peak; NVLink 4 moves ~450 GB/s per direction, NCCL point-to-point reaches about two thirds of
+// it). Only their ratio (~1300 FLOPs per byte) decides between reorders; the absolute values make
+// the cost readable as seconds.
+constexpr CostRates kGpuRates{400e12, 300e9};
+
+// CPU (cpu backend: blocked fp32 kernels on the rank's share of the cores; ranks are threads of
+// one process that exchange blocks by memcpy on a progress thread). Calibrated with `ringpack run
+// --seq-len 16384 --cp 4 --no-verify` on a 2-core x86-64 VM: rank 0 computed 4.7e6 visible
+// pairs x 4 heads x 3.5 x 4 x 64 FLOPs = 1.7e10 FLOPs in 16.7 s, about 1 GFLOP/s per rank; a
+// memcpy-based transfer moves a few GB/s, 2 GB/s is the conservative figure. Far below one FLOP
+// per byte, every CPU run is bound by compute, and the balance of the work decides.
+constexpr CostRates kCpuRates{1e9, 2e9};
+
+// Reference backend: scalar fp64 loops, about ten times slower than the blocked backend.
+constexpr CostRates kReferenceRates{0.1e9, 2e9};
 
 constexpr uint64_t kIdBytes = sizeof(int32_t);  // segment ids and positions are int32
 constexpr uint64_t kGradBytes = sizeof(float);  // dK/dV accumulators are fp32
 
 }  // namespace
+
+CostRates cost_rates(BackendKind backend) {
+  switch (backend) {
+    case BackendKind::kCuda:
+      return kGpuRates;
+    case BackendKind::kCpu:
+      return kCpuRates;
+    case BackendKind::kReference:
+      return kReferenceRates;
+  }
+  return kCpuRates;
+}
 
 uint64_t bytes_sent_per_rank(int batch, int seq_len, const PlanConfig& config) {
   const uint64_t cp = uint64_t(config.cp);
@@ -43,8 +65,9 @@ uint64_t bytes_sent_per_rank(int batch, int seq_len, const PlanConfig& config) {
 double modelled_seconds(const std::vector<std::vector<int64_t>>& step_tile_elements,
                         uint64_t bytes_sent, const PlanConfig& config) {
   const double seconds_per_element = kForwardPlusBackward * kForwardFlopsPerHeadDim *
-                                     config.head_dim * config.num_heads_q / kFlopsPerSecond;
-  const double comm_seconds = double(bytes_sent) / kBytesPerSecond;
+                                     config.head_dim * config.num_heads_q /
+                                     config.rates.flops_per_second;
+  const double comm_seconds = double(bytes_sent) / config.rates.bytes_per_second;
   double slowest = 0.0;
   for (int r = 0; r < config.cp; ++r) {
     double rank_seconds = 0.0;

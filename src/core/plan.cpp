@@ -1,5 +1,5 @@
-// Load-balance analysis of reorders on a batch, and `auto`: the candidate with the lowest
-// modelled time (docs/design.md §3-4; the cost model is in cost_model.h).
+// Load-balance analysis of reorders on a batch, and `auto`: the balanced candidate with the
+// lowest modelled time (docs/design.md §3-4; the cost model is in cost_model.h).
 #include "ringpack/plan.h"
 
 #include <algorithm>
@@ -20,6 +20,12 @@ namespace {
 // common tile heights (whole tiles per stripe keep tiles inside one stripe).
 constexpr int kCandidateStripeSizes[] = {1, 16, 64, 128};
 
+// MaskSpec::window of no window; smaller values are rejected, not read as "none".
+constexpr int64_t kNoWindow = -1;
+
+// candidate_specs puts contiguous first and the balanced reorders after it.
+constexpr int kFirstBalanced = 1;
+
 // Costs closer than this (relative) count as a tie; the earlier, simpler candidate wins.
 constexpr double kTieTolerance = 1e-9;
 
@@ -32,6 +38,8 @@ void check_config(const PlanConfig& config) {
                  " is not a multiple of --heads-kv ", config.num_heads_kv,
                  "; pick kv heads that divide the query heads");
   RINGPACK_CHECK(config.head_dim >= 1, "--head-dim ", config.head_dim, " must be at least 1");
+  RINGPACK_CHECK(config.mask.window >= kNoWindow, "--window ", config.mask.window,
+                 " is not a window: pass -1 for none, or 0 or more tokens");
   RINGPACK_CHECK(config.dtype_bytes >= 1, "dtype_bytes ", config.dtype_bytes,
                  " must be at least 1");
   RINGPACK_CHECK(config.tile_q >= 1 && config.tile_k >= 1, "tile shape ", config.tile_q, " x ",
@@ -196,16 +204,29 @@ bool cheaper(const ReorderAnalysis& a, const ReorderAnalysis& b) {
   return slowest_compute(a) < slowest_compute(b);
 }
 
-std::string explain(const Plan& plan, const PlanConfig& config) {
+// The candidate auto compares the chosen one with: the cheapest other balanced reorder, or
+// contiguous when the chosen one is the only balanced reorder.
+int runner_up(const Plan& plan) {
+  int next = 0;
+  for (int i = kFirstBalanced; i < int(plan.candidates.size()); ++i) {
+    if (i == plan.chosen) continue;
+    if (next == 0 || cheaper(plan.candidates[i], plan.candidates[next])) next = i;
+  }
+  return next;
+}
+
+std::string explain(const Plan& plan, const PlanConfig& config, int seq_len) {
   const ReorderAnalysis& best = plan.candidates[plan.chosen];
-  if (plan.candidates.size() == 1) {
+  if (plan.candidates.size() == 1 && config.cp == 1) {
     return "cp = 1: one rank holds the whole row, so " + best.label + " is the only reorder.";
   }
-  // The runner-up: the cheapest of the others.
-  int next = plan.chosen == 0 ? 1 : 0;
-  for (int i = 0; i < int(plan.candidates.size()); ++i) {
-    if (i != plan.chosen && cheaper(plan.candidates[i], plan.candidates[next])) next = i;
+  if (plan.candidates.size() == 1) {
+    return "no balanced reorder is legal for seq_len " + std::to_string(seq_len) + " and cp " +
+           std::to_string(config.cp) +
+           " (dual_chunk_swap needs seq_len divisible by 2*cp, striped a stripe shorter than "
+           "seq_len / cp), so contiguous.";
   }
+  const int next = runner_up(plan);
   const ReorderAnalysis& other = plan.candidates[next];
   std::ostringstream out;
   if (ties(best, other) && slowest_compute(best) < slowest_compute(other)) {
@@ -246,18 +267,27 @@ ReorderAnalysis analyse_reorder(const PackedBatch& batch, const ReorderSpec& spe
   return analyse_valid(batch, spec, config);
 }
 
-Plan make_plan(const PackedBatch& batch, const PlanConfig& config) {
+Plan make_plan(const PackedBatch& batch, const PlanConfig& config, const PlanProgress& progress) {
   check_config(config);
   validate_batch(batch);
   validate_reorder(batch.seq_len, config.cp, ReorderSpec{ReorderKind::kContiguous, 1});
   Plan plan;
-  for (const ReorderSpec& spec : candidate_specs(batch.seq_len, config)) {
+  const std::vector<ReorderSpec> specs = candidate_specs(batch.seq_len, config);
+  for (const ReorderSpec& spec : specs) {
+    if (progress) {
+      progress("analysing " + reorder_label(spec) + " (" +
+               std::to_string(plan.candidates.size() + 1) + " of " + std::to_string(specs.size()) +
+               ")");
+    }
     plan.candidates.push_back(analyse_valid(batch, spec, config));
   }
-  for (int i = 1; i < int(plan.candidates.size()); ++i) {
+  // auto picks among the balanced reorders (docs/design.md §3); contiguous only when none is
+  // legal. The plan still shows contiguous for comparison.
+  plan.chosen = plan.candidates.size() > 1 ? kFirstBalanced : 0;
+  for (int i = plan.chosen + 1; i < int(plan.candidates.size()); ++i) {
     if (cheaper(plan.candidates[i], plan.candidates[plan.chosen])) plan.chosen = i;
   }
-  plan.explanation = explain(plan, config);
+  plan.explanation = explain(plan, config, batch.seq_len);
   return plan;
 }
 

@@ -116,12 +116,13 @@ CpBenchReport bench_cp_job(const CpBenchOptions& options, const ProgressFn& prog
     report.backend = probe->name();
   }
   say("building the batch");
-  const PackedBatch batch = build_resolved_batch(o);
+  const PackedBatch batch = build_resolved_batch(
+      o, [](const BatchOptions& sizes) { return run_bytes_needed(sizes, true, false); }, "bench");
   std::string reason;
-  const ReorderSpec spec = resolve_reorder(batch, o.reorder, plan_config(o), &reason);
+  const ReorderSpec spec = resolve_reorder(batch, o.reorder, plan_config(o, run.backend), &reason);
   o.reorder = spec;
   report.reorder = reorder_label(spec);
-  const ReorderAnalysis analysis = analyse_reorder(batch, spec, plan_config(o));
+  const ReorderAnalysis analysis = analyse_reorder(batch, spec, plan_config(o, run.backend));
   report.visible_pairs = double(
       std::accumulate(analysis.visible_pairs.begin(), analysis.visible_pairs.end(), int64_t{0}));
   const RowTensors row = draw_row_inputs(batch, o);
@@ -136,7 +137,7 @@ CpBenchReport bench_cp_job(const CpBenchOptions& options, const ProgressFn& prog
   const ReorderSpec whole{ReorderKind::kContiguous, 1};
   const std::vector<RankShard> one_shard =
       make_shards(batch, row, reorder_index(batch.seq_len, 1, whole), 1,
-                  analyse_reorder(batch, whole, plan_config(single.batch)));
+                  analyse_reorder(batch, whole, plan_config(single.batch, run.backend)));
   const std::vector<RankShard> shards =
       make_shards(batch, row, reorder_index(batch.seq_len, o.cp, spec), o.cp, analysis);
 

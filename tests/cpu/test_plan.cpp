@@ -26,8 +26,9 @@ uint64_t test_seed() {
 
 using Row = std::vector<std::pair<int32_t, int32_t>>;  // [seq_len] (segment id, position)
 
-// A row of random documents (1 to max_doc tokens) with padding runs between them and inside
-// them, positions that start anywhere and step by 1 or 2 (a layout file may do both).
+// A row of random documents (1 to max_doc tokens) with padding runs between them (never inside
+// one: docs/design.md §1), positions that start anywhere and step by 1 or 2 (a layout file may do
+// both).
 Row random_row(std::mt19937_64& rng, int seq_len, int max_doc) {
   Row row;
   int32_t segment = 0;
@@ -40,8 +41,6 @@ Row random_row(std::mt19937_64& rng, int seq_len, int max_doc) {
     const int length = 1 + int(rng() % max_doc);
     int32_t position = int32_t(rng() % 4);
     for (int i = 0; i < length && int(row.size()) < seq_len; ++i) {
-      if (i > 0 && rng() % 8 == 0) row.push_back({0, 0});
-      if (int(row.size()) == seq_len) break;
       row.push_back({segment, position});
       position += 1 + int32_t(rng() % 2);
     }
@@ -337,6 +336,56 @@ TEST(Plan, AutoBalancesOneLongCausalDocument) {
   EXPECT_NE(chosen.spec.kind, ReorderKind::kContiguous) << plan.explanation;
   EXPECT_LT(chosen.imbalance, 1.05) << plan.explanation;
   EXPECT_NE(plan.explanation.find("contiguous"), std::string::npos) << plan.explanation;
+}
+
+// auto picks among the balanced reorders (docs/design.md §3): even when transfers bound every
+// candidate and contiguous ties with them, contiguous is shown but not chosen.
+TEST(Plan, AutoNeverPicksContiguousWhenABalancedReorderIsLegal) {
+  const PackedBatch batch = make_batch({single_token_docs_row(64)});  // nothing to balance
+  PlanConfig config = config_for(4, {true, -1}, 16);
+  config.rates = {1e18, 1.0};  // transfer-bound: every candidate costs the same
+  const Plan plan = make_plan(batch, config);
+  EXPECT_EQ(plan.candidates[0].spec.kind, ReorderKind::kContiguous);
+  EXPECT_NE(plan.candidates[plan.chosen].spec.kind, ReorderKind::kContiguous) << plan.explanation;
+}
+
+TEST(Plan, AutoFallsBackToContiguousOnlyWhenNoBalancedReorderIsLegal) {
+  const PackedBatch batch = make_batch({one_document_row(4)});  // one token per rank
+  const Plan plan = make_plan(batch, config_for(4, {true, -1}, 16));
+  ASSERT_EQ(plan.candidates.size(), 1u);
+  EXPECT_NE(plan.explanation.find("no balanced reorder is legal"), std::string::npos)
+      << plan.explanation;
+}
+
+TEST(Plan, ProgressNamesEachCandidate) {
+  const PackedBatch batch = make_batch({one_document_row(64)});
+  std::vector<std::string> lines;
+  make_plan(batch, config_for(4, {true, -1}, 16),
+            [&](const std::string& line) { lines.push_back(line); });
+  ASSERT_FALSE(lines.empty());
+  EXPECT_EQ(lines[0].rfind("analysing contiguous (1 of ", 0), 0u) << lines[0];
+}
+
+TEST(Plan, WindowBelowMinusOneIsRejected) {
+  const PackedBatch batch = make_batch({one_document_row(16)});
+  EXPECT_THROW(make_plan(batch, config_for(2, {true, -5}, 16)), Error);
+}
+
+// The cost model uses the rates of the backend that runs: the CPU computes far fewer FLOPs per
+// byte moved than a GPU, so a CPU run is bound by compute.
+TEST(CostModel, RatesFollowTheBackend) {
+  const CostRates gpu = cost_rates(BackendKind::kCuda);
+  const CostRates cpu = cost_rates(BackendKind::kCpu);
+  const CostRates reference = cost_rates(BackendKind::kReference);
+  EXPECT_GT(gpu.flops_per_second / gpu.bytes_per_second, 100.0);
+  EXPECT_LT(cpu.flops_per_second / cpu.bytes_per_second, 10.0);
+  EXPECT_LT(reference.flops_per_second, cpu.flops_per_second);
+  PlanConfig config = config_for(2, {true, -1}, 16);
+  const std::vector<std::vector<int64_t>> work = {{100, 100}, {100, 100}};
+  config.rates = gpu;
+  const double on_gpu = modelled_seconds(work, 0, config);
+  config.rates = cpu;
+  EXPECT_GT(modelled_seconds(work, 0, config), on_gpu);
 }
 
 TEST(Plan, ResolveKeepsARequestedReorderAndRejectsAnIllegalOne) {
