@@ -27,7 +27,8 @@ using nlohmann::json;
 
 constexpr int kExitSuccess = 0;
 constexpr int kExitBadInput = 2;
-constexpr int kSeedRange = 1000;  // --seed values stay short in repro commands
+constexpr int kSeedRange = 1000;       // --seed values stay short in repro commands
+constexpr size_t kMaxErrorLine = 300;  // docs/design.md §5: one line, at most 300 characters
 
 struct CliResult {
   int status = -1;
@@ -69,12 +70,13 @@ class CliTest : public ::testing::Test {
     return path(name);
   }
 
-  // Runs `ringpack <args>`; "{dir}" in args stands for this test's folder.
-  CliResult run(std::string args) const {
+  // Runs `ringpack <args>`; "{dir}" in args stands for this test's folder. `shell_prefix` runs
+  // first in the same shell (e.g. "ulimit -v N;").
+  CliResult run(std::string args, const std::string& shell_prefix = "") const {
     for (size_t at = args.find("{dir}"); at != std::string::npos; at = args.find("{dir}")) {
       args.replace(at, std::string("{dir}").size(), dir_.string());
     }
-    const std::string command = std::string("'") + RINGPACK_CLI_PATH + "' " + args + " >'" +
+    const std::string command = shell_prefix + "'" + RINGPACK_CLI_PATH + "' " + args + " >'" +
                                 path("stdout.txt").string() + "' 2>'" +
                                 path("stderr.txt").string() + "'";
     const int raw = std::system(command.c_str());
@@ -91,6 +93,30 @@ class CliTest : public ::testing::Test {
     EXPECT_EQ(result.status, kExitSuccess) << "ringpack " << args << "\n" << result.err;
     if (result.status != kExitSuccess) return json::object();
     return json::parse(result.out);
+  }
+
+  // Runs a command that must fail as bad input: status 2, nothing on stdout, one printable line
+  // of at most 300 characters on stderr that contains each of `named`.
+  CliResult expect_bad_input(const std::string& args, const std::vector<std::string>& named = {},
+                             const std::string& shell_prefix = "") const {
+    const CliResult result = run(args, shell_prefix);
+    EXPECT_EQ(result.status, kExitBadInput) << args << "\n" << result.err.substr(0, 400);
+    EXPECT_EQ(result.out, "") << args;
+    EXPECT_EQ(result.err.rfind("ringpack: error: ", 0), 0u) << result.err.substr(0, 400);
+    EXPECT_EQ(result.err.find('\n'), result.err.size() - 1) << "more than one line:\n"
+                                                            << result.err.substr(0, 400);
+    EXPECT_LE(result.err.size(), kMaxErrorLine + 1) << result.err.substr(0, 400);
+    for (size_t i = 0; i + 1 < result.err.size(); ++i) {
+      const auto c = static_cast<unsigned char>(result.err[i]);
+      EXPECT_TRUE(c >= 0x20 && c < 0x7f)
+          << "byte " << int(c) << " at " << i << " of " << result.err.substr(0, 400);
+      if (!(c >= 0x20 && c < 0x7f)) break;
+    }
+    for (const std::string& value : named) {
+      EXPECT_NE(result.err.find(value), std::string::npos)
+          << "'" << value << "' not in " << result.err;
+    }
+    return result;
   }
 
   fs::path dir_;
@@ -120,20 +146,22 @@ TEST_P(CliBadInput, ExitsTwoWithOneLineNamingTheValueAndNoOutputFile) {
   write_file("malformed.json", "{\"segment_ids\": [[1, 1], [0, 0]");
   write_file("unknown_key.yaml", "cp: 2\nseq_lenn: 16\n");
   write_file("wrong_type.yaml", "seq_len: many\n");
+  write_file("deep.json", "{\"segment_ids\": " + std::string(100000, '[') + "1" +
+                              std::string(100000, ']') + "}");
+  write_file("huge_string.json",
+             "{\"segment_ids\": [[\"" + std::string(1 << 20, 'x') + "\\u001b[31m\\u0007\"]]}");
+  write_file("unknown_layout_key.json", R"({"segment_ids": [[1, 1]], "position": [[0, 1]]})");
+  write_file("duplicate_layout_key.json", R"({"segment_ids": [[1, 1]], "segment_ids": [[2, 2]]})");
+  write_file("duplicate_key.yaml", "seq_len: 16\nseq_len: 32\n");
+  write_file("heads.yaml", "heads_q: 100000\nheads_kv: 1\n");
+  fs::create_directories(path("folder"));
   const BadInputCase& bad = GetParam();
-  const CliResult result = run(bad.args + " --output {dir}/result.json");
-
-  EXPECT_EQ(result.status, kExitBadInput) << bad.args;
-  EXPECT_EQ(result.out, "");
-  ASSERT_FALSE(result.err.empty());
-  EXPECT_EQ(result.err.rfind("ringpack: error: ", 0), 0u) << result.err;
-  EXPECT_EQ(result.err.find('\n'), result.err.size() - 1) << "more than one line:\n" << result.err;
-  for (const std::string& value : bad.named) {
-    EXPECT_NE(result.err.find(value), std::string::npos)
-        << "'" << value << "' not in " << result.err;
-  }
+  expect_bad_input(bad.args + " --quiet --output {dir}/result.json", bad.named);
   EXPECT_FALSE(fs::exists(path("result.json")));
-  EXPECT_FALSE(fs::exists(path("result.json.tmp")));
+  for (const auto& entry : fs::directory_iterator(dir_)) {
+    EXPECT_EQ(entry.path().filename().string().rfind(".result.json", 0), std::string::npos)
+        << "temporary file left behind: " << entry.path();
+  }
 }
 
 const BadInputCase kBadInputs[] = {
@@ -155,7 +183,31 @@ const BadInputCase kBadInputs[] = {
     {"heads_not_divisible", "run --seq-len 16 --cp 2 --heads-q 3 --heads-kv 2", {"3", "2"}},
     {"malformed_layout_file", "layout --cp 2 --layout {dir}/malformed.json", {"malformed.json"}},
     {"missing_layout_file", "layout --cp 2 --layout {dir}/absent.json", {"absent.json"}},
-    {"unknown_config_key", "plan --config {dir}/unknown_key.yaml", {"seq_lenn", "seq_len,"}},
+    {"unknown_config_key",
+     "plan --config {dir}/unknown_key.yaml",
+     {"seq_lenn", "did you mean 'seq_len'"}},
+    {"duplicate_config_key", "plan --config {dir}/duplicate_key.yaml", {"seq_len", "twice"}},
+    {"config_is_a_directory", "plan --config {dir}/folder", {"folder", "is a directory"}},
+    {"layout_is_a_directory", "run --layout {dir}/folder", {"folder", "is a directory"}},
+    {"deeply_nested_layout", "run --cp 1 --layout {dir}/deep.json", {"deep.json", "a list"}},
+    {"deeply_nested_layout_plan", "plan --cp 1 --layout {dir}/deep.json", {"deep.json"}},
+    {"deeply_nested_layout_layout", "layout --cp 1 --layout {dir}/deep.json", {"deep.json"}},
+    {"huge_string_in_layout", "layout --layout {dir}/huge_string.json", {"xxxx", "bytes)"}},
+    {"unknown_layout_key", "layout --layout {dir}/unknown_layout_key.json", {"'position'"}},
+    {"duplicate_layout_key",
+     "layout --layout {dir}/duplicate_layout_key.json",
+     {"'segment_ids'", "twice"}},
+    {"window_below_minus_one", "plan --seq-len 16 --window -5", {"--window -5"}},
+    {"negative_threads", "run --seq-len 16 --threads -1", {"--threads -1", "1024"}},
+    {"too_many_threads", "run --seq-len 16 --threads 100000", {"--threads 100000"}},
+    {"huge_seq_len", "run --seq-len 2000000000", {"--seq-len 2000000000", "GiB"}},
+    {"huge_head_dim", "run --head-dim 100000000", {"--head-dim 100000000", "GiB"}},
+    {"huge_heads_in_config", "run --config {dir}/heads.yaml", {"--heads-q 100000", "GiB"}},
+    {"huge_batch", "run --batch 100000000", {"--batch 100000000", "GiB"}},
+    {"plan_huge_cp", "plan --cp 100000", {"--cp 100000", "GiB", "smaller --cp"}},
+    {"padding_inside_a_document",
+     "layout --cp 2 --segment-ids 1,0,1,2",
+     {"segment id 1", "after padding at token 1"}},
     {"config_value_wrong_type", "plan --config {dir}/wrong_type.yaml", {"seq_len", "many"}},
     {"flag_value_not_a_number", "plan --seq-len lots", {"lots"}},
     {"unknown_flag", "layout --seq-len 16 --shards 4", {"--shards"}},
@@ -319,7 +371,6 @@ TEST_F(CliTest, ConfigSeedNamesMapToOptions) {
   write_file("seed.yaml",
              "context_parallel_strategy: all_gather\n"
              "context_parallel_load_balance: false\n"
-             "context_parallel_reorder_strategy: striped\n"
              "packing: false\n"
              "lengths: fixed\n"
              "doc_length: 4\n"
@@ -327,13 +378,29 @@ TEST_F(CliTest, ConfigSeedNamesMapToOptions) {
              "seq_len: 16\n"
              "backend: reference\n"
              "forward_loop: mma_sync\n");
-  // Load balancing off wins over the reorder strategy: contiguous.
+  // Load balancing off: contiguous.
   const json layout = run_json("layout --config {dir}/seed.yaml --json");
   EXPECT_EQ(layout.value("reorder", ""), "contiguous");
   EXPECT_EQ(layout.at("ranks").size(), 2u);
   EXPECT_EQ(rank_field(layout, "segment_ids"),
             (std::vector<std::vector<int>>{{1, 1, 1, 1, 0, 0, 0, 0}, {0, 0, 0, 0, 0, 0, 0, 0}}));
   EXPECT_EQ(run_json("plan --config {dir}/seed.yaml --json").value("strategy", ""), "all_gather");
+}
+
+TEST_F(CliTest, ConfigLoadBalanceThatContradictsTheReorderIsAnError) {
+  write_file("off.yaml",
+             "context_parallel_load_balance: false\n"
+             "context_parallel_reorder_strategy: dual_chunk_swap\n"
+             "seq_len: 16\n");
+  expect_bad_input(
+      "layout --quiet --config {dir}/off.yaml",
+      {"context_parallel_load_balance: false conflicts with reorder 'dual_chunk_swap'"});
+  write_file("on.yaml",
+             "context_parallel_load_balance: true\n"
+             "reorder: contiguous\n"
+             "seq_len: 16\n");
+  expect_bad_input("layout --quiet --config {dir}/on.yaml",
+                   {"context_parallel_load_balance: true conflicts with reorder 'contiguous'"});
 }
 
 TEST_F(CliTest, ConfigReorderStrategyAppliesWhenLoadBalanceIsOn) {
@@ -505,6 +572,142 @@ TEST_F(CliTest, RunOutputFileHoldsTheJsonAndNothingIsPrinted) {
   const json report = json::parse(read_text(path("report.json")));
   EXPECT_TRUE(report.at("passed").get<bool>());
   EXPECT_EQ(report.at("seq_len"), 32);
+}
+
+// plan and layout report progress on stderr like run (--quiet: none); stdout holds the report.
+TEST_F(CliTest, PlanAndLayoutPrintProgressOnStderr) {
+  const CliResult plan = run("plan --seq-len 64 --cp 4 --json");
+  ASSERT_EQ(plan.status, kExitSuccess) << plan.err;
+  EXPECT_NE(plan.err.find("[ringpack] analysing dual_chunk_swap"), std::string::npos) << plan.err;
+  EXPECT_EQ(json::parse(plan.out).at("cp"), 4);
+  const CliResult layout = run("layout --seq-len 64 --cp 4");
+  EXPECT_NE(layout.err.find("[ringpack] placing 1 x 64 tokens on 4 ranks"), std::string::npos)
+      << layout.err;
+  EXPECT_EQ(run("layout --seq-len 64 --cp 4 --quiet").err, "");
+}
+
+// A long value with control bytes is quoted as a short escaped excerpt, and the fix survives.
+TEST_F(CliTest, ErrorsQuoteAShortEscapedExcerptOfABadValue) {
+  const std::string value = "\"$(printf 'zz\\033[31m\\007')" + std::string(5000, 'y') + "\"";
+  const CliResult result = expect_bad_input("layout --quiet --reorder " + value,
+                                            {"zz\\x1b[31m\\x07yyy", "5008 bytes)", "use "});
+  EXPECT_LT(result.err.size(), 200u) << result.err;
+}
+
+// bench has no --output: its bad input is checked here.
+TEST_F(CliTest, BenchRejectsBadWorkloadsAndAMissingLayoutsOut) {
+  expect_bad_input("bench --layouts-only", {"--layouts-out"});
+  expect_bad_input("bench --workloads packed-2097152k", {"2097152k", "65536k"});
+  expect_bad_input("bench --workloads dense-abck", {"dense-abck", "'abc'"});
+}
+
+// Sizes past the limits are rejected before anything large is allocated: under a 1 GiB
+// address-space limit they still get the size message, not an allocation failure.
+TEST_F(CliTest, SizeLimitsAreCheckedBeforeAllocating) {
+#if defined(__SANITIZE_ADDRESS__)
+  GTEST_SKIP() << "AddressSanitizer reserves more address space than the limit";
+#endif
+  write_file("heads.yaml", "heads_q: 100000\nheads_kv: 1\n");
+  const std::string limit = "ulimit -v 1048576; ";
+  for (const char* args : {"run --quiet --seq-len 2000000000", "run --quiet --head-dim 100000000",
+                           "run --quiet --config {dir}/heads.yaml", "run --quiet --batch 100000000",
+                           "plan --quiet --cp 100000", "plan --quiet --batch 100000000",
+                           "layout --quiet --seq-len 2000000000"}) {
+    SCOPED_TRACE(args);
+    expect_bad_input(args, {"needs about", "GiB"}, limit);
+  }
+}
+
+// A rank thread or CPU worker that cannot start (here: no address space for its stack) ends the
+// run with one line, after the threads already started were joined (no std::terminate).
+TEST_F(CliTest, ThreadsThatCannotStartEndTheRunWithOneLine) {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "the sanitizers reserve more address space than the limit";
+#endif
+  const std::string limit = "ulimit -v 1048576; ";
+  expect_bad_input("run --quiet --cp 512 --seq-len 1024 --no-verify",
+                   {"could not start the thread of rank", "--cp"}, limit);
+  expect_bad_input("run --quiet --cp 1 --seq-len 16384 --threads 1024 --no-verify",
+                   {"could not start CPU worker thread", "--threads"}, limit);
+}
+
+TEST_F(CliTest, RunWithoutVerificationSaysNotVerifiedAndExitsZero) {
+  const CliResult text = run("run --seq-len 32 --cp 2 --quiet --no-verify");
+  ASSERT_EQ(text.status, kExitSuccess) << text.err;
+  EXPECT_EQ(text.out.find("PASS"), std::string::npos) << text.out;
+  EXPECT_EQ(text.out.substr(text.out.size() - std::string("\nNOT VERIFIED\n").size()),
+            "\nNOT VERIFIED\n");
+
+  const json report = run_json("run --seq-len 32 --cp 2 --quiet --no-verify --json");
+  EXPECT_EQ(report.at("verified"), false);
+  EXPECT_TRUE(report.at("passed").is_null()) << report.dump(2);
+}
+
+// The JSON report holds the whole configuration that produced it.
+TEST_F(CliTest, RunJsonRecordsTheConfiguration) {
+  const json report = run_json(
+      "run --seq-len 32 --cp 2 --quiet --json --heads-q 6 --heads-kv 3 --head-dim 8 --dtype fp32 "
+      "--non-causal --window 5 --seed 7 --threads 1 --backend reference --strategy all_gather "
+      "--reorder striped:2");
+  EXPECT_EQ(report.at("passed"), true);
+  EXPECT_EQ(report.at("heads_q"), 6);
+  EXPECT_EQ(report.at("heads_kv"), 3);
+  EXPECT_EQ(report.at("head_dim"), 8);
+  EXPECT_EQ(report.at("dtype"), "fp32");
+  EXPECT_EQ(report.at("causal"), false);
+  EXPECT_EQ(report.at("window"), 5);
+  EXPECT_EQ(report.at("seed"), 7);
+  EXPECT_EQ(report.at("threads"), 1);
+  EXPECT_EQ(report.at("backend"), "reference");
+  EXPECT_EQ(report.at("strategy"), "all_gather");
+  EXPECT_EQ(report.at("reorder"), "striped:2");
+  EXPECT_EQ(report.at("cp"), 2);
+  EXPECT_EQ(report.at("seq_len"), 32);
+  EXPECT_EQ(report.at("batch"), 1);
+}
+
+// With load balance on (the default), auto picks a balanced reorder, also on the CPU backends.
+TEST_F(CliTest, DefaultRunPicksABalancedReorder) {
+  for (const char* backend : {"cpu", "reference"}) {
+    const json report = run_json(std::string("run --seq-len 256 --cp 4 --quiet --json --no-verify "
+                                             "--backend ") +
+                                 backend);
+    EXPECT_NE(report.value("reorder", "contiguous"), "contiguous") << backend;
+  }
+  EXPECT_NE(run_json("plan --json --backend cuda").value("auto", "contiguous"), "contiguous");
+}
+
+// --output replaces a symbolic link's target and keeps the link.
+TEST_F(CliTest, OutputThroughASymlinkReplacesItsTarget) {
+  write_file("target.json", "old");
+  fs::create_symlink("target.json", path("link.json"));
+  const CliResult result = run("layout --seq-len 16 --cp 2 --json --output {dir}/link.json");
+  ASSERT_EQ(result.status, kExitSuccess) << result.err;
+  EXPECT_TRUE(fs::is_symlink(path("link.json")));
+  EXPECT_EQ(json::parse(read_text(path("target.json"))).at("cp"), 2);
+}
+
+// A run that fails as bad input leaves an existing --output file as it was, and no temporary file.
+TEST_F(CliTest, BadInputLeavesTheOutputFileAlone) {
+  write_file("report.json", "previous");
+  expect_bad_input("run --quiet --seq-len 10 --cp 4 --output {dir}/report.json", {"10"});
+  EXPECT_EQ(read_text(path("report.json")), "previous");
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir_), fs::directory_iterator()), 3)
+      << "report.json, stdout.txt and stderr.txt only";
+}
+
+// Concurrent writers to one --output each write their own temporary file: both succeed and the
+// file holds one whole report.
+TEST_F(CliTest, ConcurrentRunsToOneOutputFileBothSucceed) {
+  const std::string layout = std::string("'") + RINGPACK_CLI_PATH +
+                             "' layout --seq-len 4096 --json --output '" +
+                             path("shared.json").string() + "' --quiet";
+  const fs::path script = write_file(
+      "both.sh", layout + " & first=$!\n" + layout + " & second=$!\nwait $first && wait $second\n");
+  ASSERT_EQ(std::system(("sh '" + script.string() + "'").c_str()), 0);
+  EXPECT_EQ(json::parse(read_text(path("shared.json"))).at("seq_len"), 4096);
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir_), fs::directory_iterator()), 2)
+      << "both.sh and shared.json only";
 }
 
 }  // namespace
