@@ -124,8 +124,10 @@ def _result_type(x):
     if not _vma(x):
         return jax.ShapeDtypeStruct(x.shape, x.dtype)
     aval = jax.typeof(x)  # inside shard_map: keep the manual axes (jax >= 0.10 names them mat)
-    return jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=aval.sharding,
-                                manual_axis_type=aval.mat)
+    if hasattr(aval, "mat"):
+        return jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=aval.sharding,
+                                    manual_axis_type=aval.mat)
+    return jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=aval.sharding, vma=aval.vma)
 
 
 def _attrs(causal: bool, window: int, scale: float) -> dict:

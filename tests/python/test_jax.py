@@ -426,6 +426,19 @@ def test_ffi_handler_reports_bad_arguments_as_errors():
                                                True, -1, 0.0))
 
 
+def test_steps_update_the_accumulators_in_place():
+    # input_output_aliases: XLA hands each step its accumulators as its outputs' buffers.
+    q, k, v, _ = inputs(F)
+    seg, pos = jnp.asarray(SEGMENTS), derived_positions()
+    out, lse = rj._empty_accumulators(q)
+    step = functools.partial(rj._forward_step, causal=True, window=-1, scale=0.0)
+    hlo = jax.jit(step).lower(q, k, v, seg, pos, seg, pos, out, lse).as_text()
+    assert "ringpack_forward_step" in hlo and "output_operand_aliases" in hlo
+    new_out, _ = jax.jit(step, donate_argnums=(7, 8))(q, k, v, seg, pos, seg, pos, out, lse)
+    ref = reference_attention(q, k, v, seg, pos)
+    assert_close(new_out, ref, F, "out")
+
+
 def test_ffi_targets_listed():
     targets = _native.xla_ffi_targets()
     assert set(targets) == {"ringpack_forward_step", "ringpack_backward_step"}
