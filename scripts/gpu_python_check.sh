@@ -18,6 +18,7 @@ SUMMARY="$OUT/python_summary.txt"
 note() { echo "$*" | tee -a "$SUMMARY"; }
 export NCCL_SOCKET_IFNAME=lo NCCL_IB_DISABLE=1 NCCL_NVLS_ENABLE=0
 export CMAKE_BUILD_PARALLEL_LEVEL=16
+export XLA_PYTHON_CLIENT_PREALLOCATE=false  # jax and torch share the GPU in one pytest process
 
 start=$(date +%s)
 RINGPACK_PYTHON_ENV=current PIP_INSTALL_ARGS="-C cmake.define.RINGPACK_CUDA_ARCHS=90a \
@@ -35,6 +36,13 @@ if [[ "$MODE" == all || "$MODE" == tests ]]; then
   (cd tests/python && timeout 420 python3 -m pytest -q -rs) >"$OUT/pytest.log" 2>&1
   note "pytest tests/python: exit $? ($(( $(date +%s) - start )) s): $(tail -1 "$OUT/pytest.log")"
   grep -E "^(FAILED|ERROR)" "$OUT/pytest.log" | head -20 | tee -a "$SUMMARY"
+  # ringpack.jax on the GPU (the run above used jax's CPU devices); the shard_map tests need as
+  # many GPUs as cp, so one GPU runs the single-device tests.
+  start=$(date +%s)
+  (cd tests/python && RINGPACK_JAX_PLATFORM=cuda timeout 300 python3 -m pytest -q -rs \
+    test_jax.py -k "not cp and not context_parallel") >"$OUT/pytest_jax_cuda.log" 2>&1
+  note "pytest test_jax.py on CUDA: exit $? ($(( $(date +%s) - start )) s): $(tail -1 "$OUT/pytest_jax_cuda.log")"
+  grep -E "^(FAILED|ERROR)" "$OUT/pytest_jax_cuda.log" | head -20 | tee -a "$SUMMARY"
 fi
 
 if [[ "$MODE" == all || "$MODE" == bench ]]; then
