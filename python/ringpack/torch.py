@@ -173,6 +173,25 @@ _attention_fwd.register_autograd(_fwd_backward, setup_context=_fwd_setup)
 
 _GROUPS: dict[str, "dist.ProcessGroup"] = {}  # group name -> group, for the ops' string argument
 _CP_STATES: dict[tuple, object] = {}  # (group name, device, stream) -> _native.CpGroup
+_AGREED: set = set()  # (group name, call signature) that every rank of the group passed
+
+
+def _check_ranks_agree(group_name: str, signature: tuple):
+    """Every rank must call the CP op with the same shard shapes, dtype, mask and strategy (a
+    mismatch would make the schedules exchange blocks of different sizes). Checked once per
+    signature with one all_gather_object over the group; ValueError on every rank otherwise."""
+    if (group_name, signature) in _AGREED:
+        return
+    group = _GROUPS[group_name]
+    seen = [None] * dist.get_world_size(group)
+    dist.all_gather_object(seen, signature, group=group)
+    for rank, other in enumerate(seen):
+        if other != signature:
+            raise ValueError(f"CP rank {rank} called with {other} but rank "
+                             f"{dist.get_rank(group)} with {signature} (shard shapes, dtype, "
+                             "causal, window, scale, strategy); every rank must pass its shard "
+                             "of the same plan")
+    _AGREED.add((group_name, signature))
 
 
 class _TorchTransport:
@@ -237,6 +256,8 @@ def _cp_attention_fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                       window: int, scale: float, group_name: str, strategy: str,
                       step_visible: list[bool]) -> tuple[torch.Tensor, torch.Tensor]:
     batch, seq, heads, _ = q.shape
+    _check_ranks_agree(group_name, (tuple(q.shape), tuple(k.shape), str(q.dtype), causal, window,
+                                    scale, strategy))
     out = torch.empty_like(q)
     lse = torch.empty((batch, heads, seq), dtype=torch.float32, device=q.device)
     state = _cp_state(group_name, q.device, _stream(q))

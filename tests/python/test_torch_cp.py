@@ -62,6 +62,29 @@ def _worker(rank, world, init_file, device_type, strategy, reorder, result_dir):
         dist.destroy_process_group()
 
 
+def _mismatch_worker(rank, world, init_file, result_dir):
+    dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank,
+                            world_size=world)
+    try:
+        seq = 8 if rank == 0 else 12  # rank 1 passes a shard of another length
+        q = torch.randn(1, seq, 2, 16)
+        seg = torch.ones(1, seq, dtype=torch.int32)
+        pos = torch.arange(seq, dtype=torch.int32)[None]
+        try:
+            rt.attention(q, q, q, seg, pos, cp_group=dist.group.WORLD)
+        except ValueError as error:
+            assert "every rank must pass its shard" in str(error), str(error)
+            open(os.path.join(result_dir, f"raised{rank}"), "w").close()
+    finally:
+        dist.destroy_process_group()
+
+
+def test_cp_ranks_with_different_shards_all_raise():
+    with tempfile.TemporaryDirectory() as tmp:
+        mp.spawn(_mismatch_worker, args=(2, os.path.join(tmp, "init"), tmp), nprocs=2, join=True)
+        assert {"raised0", "raised1"} <= set(os.listdir(tmp)), "a rank did not raise"
+
+
 def _run(world, device_type, strategy, reorder):
     with tempfile.TemporaryDirectory() as tmp:
         init_file = os.path.join(tmp, "init")
