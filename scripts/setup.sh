@@ -10,6 +10,9 @@ cd "$(dirname "$0")/.."
 
 packages=(cmake g++ make pkg-config libcli11-dev nlohmann-json3-dev libyaml-cpp-dev libgtest-dev
           libopenmpi-dev openmpi-bin)
+# The fuzz preset (scripts/fuzz.sh): clang, libFuzzer's runtime (a package of its own since
+# Debian 12, only recommended by clang) and llvm-symbolizer for the reports' stacks.
+[ "${RINGPACK_PRESET:-default}" = fuzz ] && packages+=(clang libclang-rt-dev llvm)
 missing=()
 for p in "${packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
