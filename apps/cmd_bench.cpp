@@ -31,6 +31,7 @@
 #include "ringpack/dtype.h"
 #include "ringpack/error.h"
 #include "ringpack/packing.h"
+#include "ringpack/version.h"
 
 #ifdef RINGPACK_WITH_CUDA
 #include <cuda_runtime.h>
@@ -66,7 +67,6 @@ struct BenchCommand {
   std::string layouts_out;
   std::string peers_file;
   std::string json_file;
-  std::string commit = "unknown";
   KernelFlags kernels;
   // --cp N: the whole CP schedule over N ranks instead of the kernels alone (bench_cp.h).
   int cp = 0;
@@ -409,7 +409,7 @@ void run_cp(const BenchCommand& c, const std::vector<Workload>& workloads,
   setup.warmup = c.warmup;
   std::vector<std::pair<std::string, PackedBatch>> batches;
   for (const Workload& w : workloads) batches.emplace_back(w.name, w.batch);
-  print_cp_bench(batches, setup, c.commit);
+  print_cp_bench(batches, setup, source_commit());
 }
 
 void run(const BenchCommand& c) {
@@ -451,7 +451,7 @@ void run(const BenchCommand& c) {
   table << "# ringpack bench: device " << device_name() << ", dtype " << c.dtype << ", batch 1, "
         << c.num_heads_q << " q heads, " << c.num_heads_kv << " kv heads, head_dim " << c.head_dim
         << ", causal document mask\n"
-        << "# commit " << c.commit << "; CUDA events, " << c.warmup << " warm-up + " << c.reps
+        << "# commit " << source_commit() << "; CUDA events, " << c.warmup << " warm-up + " << c.reps
         << " reps, median ms (min-max)\n"
         << "# kernels: " << c.kernels.describe() << "\n"
         << "# TFLOP/s = 4 * head_dim * num_heads_q * visible_pairs / time (fwd); bwd 2.5x fwd\n"
@@ -525,7 +525,7 @@ void run(const BenchCommand& c) {
     json out = layouts_json({}, c);
     out.erase("workloads");
     out["device"] = device_name();
-    out["commit"] = c.commit;
+    out["commit"] = source_commit();
     out["kernels"] = c.kernels.describe();
     out["formula"] = "fwd TFLOP/s = 4*head_dim*num_heads_q*pairs/time; bwd = 2.5x";
     out["results"] = json_results;
@@ -560,7 +560,6 @@ void add_bench_command(CLI::App& app) {
                       "write the workload layouts (segment ids, positions) as JSON");
   command->add_option("--peers", state->peers_file, "peer timings from bench/peers.py (JSON)");
   command->add_option("--json", state->json_file, "also write the results as JSON");
-  command->add_option("--commit", state->commit, "commit named in the table header");
   const std::string cp_group = "CP (with --cp)";
   command
       ->add_option("--cp", state->cp,

@@ -8,6 +8,7 @@
 #include "commands.h"
 #include "core/excerpt.h"
 #include "ringpack/error.h"
+#include "ringpack/version.h"
 
 namespace {
 
@@ -30,6 +31,8 @@ int main(int argc, char** argv) {
   app.fallthrough();  // --verbose may follow the subcommand
   bool verbose = false;
   app.add_flag("--verbose", verbose, "on errors, also print where they were raised");
+  app.set_version_flag("--version", std::string("ringpack ") + ringpack::source_commit(),
+                       "print the source commit of this build and exit");
 
   ringpack::cli::add_run_command(app);
   ringpack::cli::add_plan_command(app);

@@ -5,7 +5,7 @@
 #   scripts/gpu_check.sh [all|quick|tests|sanitize|bench|profile] [extra gtest filter for tests]
 #     quick = tests + bench without peers and sanitizer (fast iteration on kernels);
 #     profile (or PROFILE=1 with any mode) = ncu of one forward and one backward launch
-#   env: OUT (log dir), COMMIT (named in the bench table), BUILD_DIR (default build-gpu),
+#   env: OUT (log dir), BUILD_DIR (default build-gpu),
 #        BENCH_WORKLOADS (default dense-16k,packed-16k,packed-64k), BENCH_REPS (default 30),
 #        BENCH_VARIANTS="--flag a;--flag b --other c" also benches ours under each set of
 #        `ringpack bench` kernel flags (A/B in one run), e.g. "--forward-loop mma_sync
@@ -18,7 +18,6 @@ MODE="${1:-all}"
 FILTER="${2:-*}"
 OUT="${OUT:-$PWD/out}"
 BUILD_DIR="${BUILD_DIR:-build-gpu}"
-COMMIT="${COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}"
 WORKLOADS="${BENCH_WORKLOADS:-dense-16k,packed-16k,packed-64k}"
 REPS="${BENCH_REPS:-30}"
 mkdir -p "$OUT"
@@ -28,7 +27,7 @@ note() { echo "$*" | tee -a "$SUMMARY"; }
 
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu \
   --format=csv >"$OUT/device.txt" 2>&1
-note "device: $(sed -n 2p "$OUT/device.txt")  commit: $COMMIT  mode: $MODE"
+note "device: $(sed -n 2p "$OUT/device.txt")  mode: $MODE"
 
 # ---- build ----
 start=$(date +%s)
@@ -37,7 +36,7 @@ cmake --preset cuda-hopper -B "$BUILD_DIR" -G Ninja -DCMAKE_PREFIX_PATH="$PWD/.d
   { tail -30 "$OUT/configure.log"; note "configure: FAILED"; exit 1; }
 cmake --build "$BUILD_DIR" -j16 --target ringpack_gpu_tests ringpack_cli >"$OUT/build.log" 2>&1 ||
   { grep -E "error|FAILED" "$OUT/build.log" | head -40; note "build: FAILED"; exit 1; }
-note "build: ok ($(( $(date +%s) - start )) s)"
+note "build: ok ($(( $(date +%s) - start )) s): $("$BUILD_DIR/ringpack" --version)"
 
 # ---- GPU tests ----
 if [[ "$MODE" == all || "$MODE" == tests || "$MODE" == quick ]]; then
@@ -81,18 +80,18 @@ if [[ "$MODE" == all || "$MODE" == bench || "$MODE" == quick ]]; then
   for i in "${!VARIANTS[@]}"; do
     read -ra flags <<<"${VARIANTS[$i]}"
     "$CLI" bench --workloads "$WORKLOADS" --reps "$REPS" "${flags[@]}" \
-      --commit "$COMMIT (${VARIANTS[$i]})" >"$OUT/bench_variant_$i.txt" 2>&1
+      >"$OUT/bench_variant_$i.txt" 2>&1
     note "ours with ${VARIANTS[$i]}: exit $?"
     grep -E "^(workload|dense|packed)" "$OUT/bench_variant_$i.txt" >>"$SUMMARY"
   done
   PEERS=(); [[ -s "$OUT/peers.json" ]] && PEERS=(--peers "$OUT/peers.json")
-  "$CLI" bench --workloads "$WORKLOADS" --reps "$REPS" "${PEERS[@]}" --commit "$COMMIT" \
+  "$CLI" bench --workloads "$WORKLOADS" --reps "$REPS" "${PEERS[@]}" \
     --json "$OUT/bench.json" >"$OUT/bench.txt" 2>"$OUT/bench.log"
   status=$?
   if [[ $status -ne 0 && ! -s "$OUT/bench.txt" ]]; then  # e.g. the backward failed: forward only
     tail -5 "$OUT/bench.log"
     note "bench with backward: FAILED (exit $status); forward only:"
-    "$CLI" bench --workloads "$WORKLOADS" --reps "$REPS" "${PEERS[@]}" --commit "$COMMIT" \
+    "$CLI" bench --workloads "$WORKLOADS" --reps "$REPS" "${PEERS[@]}" \
       --no-backward --json "$OUT/bench.json" >"$OUT/bench.txt" 2>>"$OUT/bench.log"
   fi
   cat "$OUT/bench.txt" >>"$SUMMARY"

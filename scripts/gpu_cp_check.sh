@@ -102,14 +102,13 @@ fi
 # ---- overlap: the CP schedule's cost when one GPU does every rank's work (packed-64k) ----
 if [[ "$MODE" == all || "$MODE" == perf ]]; then
   PACKED64K=(--seq-len 65536 --heads-q 32 --heads-kv 8 --head-dim 128 --dtype bf16 --seed 0)
-  COMMIT=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
   # The ring over every reorder (contiguous on one GPU isolates the schedule's own cost: the
   # imbalance it has is hidden when one GPU runs every rank), then all_gather.
   for variant in "ring contiguous" "ring dual_chunk_swap" "ring auto" \
                  "all_gather auto"; do
     read -r strategy reorder <<<"$variant"
     "$CLI" bench --cp "${BENCH_CP:-4}" --comm device --strategy "$strategy" --reorder "$reorder" \
-      --workloads packed-64k,packed-16k --reps 5 --warmup 2 --commit "$COMMIT" \
+      --workloads packed-64k,packed-16k --reps 5 --warmup 2 \
       >"$OUT/bench_cp.txt" 2>"$OUT/bench_cp.log"
     note "bench --cp ${BENCH_CP:-4} $strategy $reorder: exit $?"
     grep -v "^# TFLOP" "$OUT/bench_cp.txt" >>"$SUMMARY"

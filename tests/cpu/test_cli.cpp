@@ -16,6 +16,7 @@
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <regex>
 #include <string>
 #include <vector>
 
@@ -235,6 +236,15 @@ TEST_F(CliTest, NoArgumentsPrintsHelpAndExitsZero) {
   EXPECT_EQ(result.status, kExitSuccess);
   EXPECT_NE(result.out.find("run"), std::string::npos);
   EXPECT_NE(result.out.find("layout"), std::string::npos);
+}
+
+// --version names the source commit the binary was built from (cmake/source_commit.cmake): a
+// clone of the repository has one, so "unknown" would mean the build lost track of it.
+TEST_F(CliTest, VersionNamesTheSourceCommit) {
+  const CliResult result = run("--version");
+  EXPECT_EQ(result.status, kExitSuccess);
+  EXPECT_TRUE(std::regex_search(result.out, std::regex("^ringpack [0-9a-f]{7,}")))
+      << result.out;
 }
 
 // The CUDA kernel choices are flags of run and bench, with their defaults in the help.
