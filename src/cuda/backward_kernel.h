@@ -296,9 +296,17 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
           const float4 value =
               odd ? make_float4(recv0, recv1, c[2], c[3]) : make_float4(c[0], c[1], recv0, recv1);
           if (query < p.seqlen_q) {
+#if __CUDA_ARCH__ >= 900  // the float4 overload needs compute capability 9.x
             atomicAdd(reinterpret_cast<float4*>(dq_row + nt * kMmaN),
                       make_float4(p.scale * value.x, p.scale * value.y, p.scale * value.z,
                                   p.scale * value.w));
+#else
+            float* dst = dq_row + nt * kMmaN;
+            atomicAdd(dst + 0, p.scale * value.x);
+            atomicAdd(dst + 1, p.scale * value.y);
+            atomicAdd(dst + 2, p.scale * value.z);
+            atomicAdd(dst + 3, p.scale * value.w);
+#endif
           }
         }
       }

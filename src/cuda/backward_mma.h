@@ -195,7 +195,12 @@ __device__ inline void zero(float (&acc)[kTiles][4]) {
 // its own contribution).
 __device__ __forceinline__ void add_pair(float2* dst, float2 value, bool atomic) {
   if (atomic) {
-    atomicAdd(dst, value);
+#if __CUDA_ARCH__ >= 900
+    atomicAdd(dst, value);  // the float2 overload needs compute capability 9.x
+#else
+    atomicAdd(&dst->x, value.x);
+    atomicAdd(&dst->y, value.y);
+#endif
     return;
   }
   float2 sum = *dst;
