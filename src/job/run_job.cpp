@@ -161,8 +161,10 @@ RunReport run_job(const RunOptions& options, const ProgressFn& progress) {
                                : "verification off by default for this size (the fp64 reference "
                                  "would take long); pass --verify to force it";
     } else {
-      report.errors = verify_run(batch, o, row, options.backward, progress);
-      clock.lap("verify");
+      const VerifyReference reference = verify_reference_for(options.backend);
+      report.errors = verify_run(batch, o, row, options.backward, progress, reference);
+      report.verify_note = std::string("reference: ") + verify_reference_name(reference);
+      clock.lap(reference == VerifyReference::kGpu ? "verify (gpu fp64)" : "verify (cpu fp64)");
     }
     report.passed = report.verified && std::all_of(report.errors.begin(), report.errors.end(),
                                                    [](const TensorError& e) { return e.passed; });

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "job/host_tensors.h"
+#include "ringpack/attention.h"
 #include "ringpack/job.h"
 
 namespace ringpack {
@@ -19,10 +20,20 @@ struct RowTensors {
 // reference (and the dtype baseline) would take too long on a small machine.
 constexpr double kAutoVerifyWorkLimit = 2.0e9;
 
+// Which fp64 reference judges a run (docs/numerics.md, "The GPU reference"): the GPU reference
+// (src/cuda/reference/) for the CUDA backend of a build with CUDA, the CPU reference
+// (src/cpu/reference_attention.h) otherwise. Both compute the same sums in fp64 and the same
+// low-precision baseline; the CPU reference judges the GPU one in tests/gpu.
+enum class VerifyReference { kCpu, kGpu };
+VerifyReference verify_reference_for(BackendKind backend);
+const char* verify_reference_name(VerifyReference reference);  // "cpu fp64", "gpu fp64"
+
 // Compares every result tensor (out, lse and, with `backward`, dq, dk, dv) with the reference
-// and, for bf16/fp16, the reference's own error in the dtype.
+// and, for bf16/fp16, the reference's own error in the dtype. kGpu needs a build with CUDA and a
+// device (the current one).
 std::vector<TensorError> verify_run(const PackedBatch& batch, const BatchOptions& options,
                                     const RowTensors& tensors, bool backward,
-                                    const ProgressFn& progress);
+                                    const ProgressFn& progress,
+                                    VerifyReference reference = VerifyReference::kCpu);
 
 }  // namespace ringpack
