@@ -162,7 +162,14 @@ def main() -> int:
           f"{args.heads}/{args.kv_heads}, head_dim {args.head_dim}, {args.dtype}, packed rows of "
           f"{args.seq_len} tokens ({args.documents} documents), AdamW, {args.steps} steps",
           flush=True)
-    results = [train(args, attn, rows) for attn in args.attn]
+    results = []
+    for attn in args.attn:
+        results.append(train(args, attn, rows))
+        if args.json:  # after each implementation, so a run cut short keeps what it measured
+            os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
+            with open(args.json, "w") as f:
+                json.dump({"config": {k: str(v) for k, v in vars(args).items()},
+                           "results": results}, f, indent=1)
     print(f"{'attn_implementation':>20} {'median step ms':>15} {'attention share':>16}  losses")
     for r in results:
         losses = " ".join(f"{x:.4f}" for x in r["losses"])
@@ -173,11 +180,6 @@ def main() -> int:
         drift = max(abs(a - b) for a, b in zip(first, r["losses"]))
         print(f"max |loss({results[0]['attn_implementation']}) - loss({r['attn_implementation']})|"
               f" over the steps: {drift:.4f}")
-    if args.json:
-        os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
-        with open(args.json, "w") as f:
-            json.dump({"config": {k: str(v) for k, v in vars(args).items()}, "results": results},
-                      f, indent=1)
     return 0
 
 
