@@ -79,7 +79,9 @@ def main():
     dtype = torch.bfloat16
     # The timed backward replays one graph (retain_graph), which compiled backwards with donated
     # buffers refuse.
-    torch._functorch.config.donated_buffer = False
+    import torch._functorch.config as functorch_config
+
+    functorch_config.donated_buffer = False
     flex = torch.compile(flex_attention, dynamic=False)
     results, ok = [], True
     for workload in spec["workloads"]:

@@ -1,9 +1,12 @@
 // Portable random inputs (random.h).
 #include "core/random.h"
 
+#include <algorithm>
 #include <cmath>
 #include <numbers>
 #include <random>
+
+#include "cpu/parallel_for.h"
 
 namespace ringpack {
 
@@ -22,23 +25,53 @@ std::vector<float> random_uniform(size_t count, uint64_t seed, float lo, float h
   return values;
 }
 
-std::vector<float> random_normal(size_t count, uint64_t seed) {
+namespace {
+
+// Values of random_normal come in blocks of this many, each from its own generator, so that
+// threads can draw them and the values do not depend on the number of threads.
+constexpr size_t kNormalBlock = size_t(1) << 20;
+constexpr int kMaxThreads = 16;
+
+uint64_t block_seed(uint64_t seed, uint64_t block) {  // SplitMix64 of (seed, block)
+  uint64_t z = seed + 0x9e3779b97f4a7c15ULL * (block + 1);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+void fill_normal(float* values, size_t count, uint64_t seed) {
   std::mt19937_64 rng(seed);
   constexpr double kTwoToMinus53 = 1.0 / 9007199254740992.0;
   auto uniform = [&] { return (double(rng() >> 11) + 0.5) * kTwoToMinus53; };  // in (0, 1)
-  std::vector<float> values(count);
   for (size_t i = 0; i < count; i += 2) {
     const double radius = std::sqrt(-2.0 * std::log(uniform()));
     const double angle = 2.0 * std::numbers::pi * uniform();
     values[i] = float(radius * std::cos(angle));
     if (i + 1 < count) values[i + 1] = float(radius * std::sin(angle));
   }
+}
+
+}  // namespace
+
+std::vector<float> random_normal(size_t count, uint64_t seed) {
+  std::vector<float> values(count);
+  const int64_t blocks = int64_t((count + kNormalBlock - 1) / kNormalBlock);
+  parallel_for(blocks, std::min(kMaxThreads, resolve_num_threads(0)), [&](int64_t block) {
+    const size_t begin = size_t(block) * kNormalBlock;
+    fill_normal(values.data() + begin, std::min(kNormalBlock, count - begin),
+                block_seed(seed, uint64_t(block)));
+  });
   return values;
 }
 
 std::vector<std::byte> to_dtype_bytes(const std::vector<float>& values, DType dtype) {
   std::vector<std::byte> bytes(values.size() * dtype_size(dtype));
-  for (size_t i = 0; i < values.size(); ++i) store_element(bytes.data(), dtype, i, values[i]);
+  const int64_t blocks = int64_t((values.size() + kNormalBlock - 1) / kNormalBlock);
+  parallel_for(blocks, std::min(kMaxThreads, resolve_num_threads(0)), [&](int64_t block) {
+    const size_t end = std::min(values.size(), size_t(block + 1) * kNormalBlock);
+    for (size_t i = size_t(block) * kNormalBlock; i < end; ++i)
+      store_element(bytes.data(), dtype, i, values[i]);
+  });
   return bytes;
 }
 

@@ -8,6 +8,8 @@
 
 #include <cstdint>
 #include <limits>
+#include <mutex>
+#include <set>
 #include <string>
 
 #include "cuda/backward_api.h"
@@ -20,6 +22,21 @@
 
 namespace ringpack {
 namespace {
+
+// Keeps freed scratch of the kernels' stream-ordered allocations in the device's pool between
+// steps. Once per device and process, by its first backend: a backend made later (e.g. for the
+// stream a framework is capturing into a CUDA graph) must not, as pool attributes cannot be set
+// while a stream captures.
+void keep_pool_memory(int device) {
+  static std::mutex mutex;
+  static std::set<int> done;
+  std::lock_guard<std::mutex> lock(mutex);
+  if (!done.insert(device).second) return;
+  cudaMemPool_t pool = nullptr;
+  RINGPACK_CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool, device));
+  uint64_t keep = std::numeric_limits<uint64_t>::max();
+  RINGPACK_CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep));
+}
 
 class CudaBackend final : public AttentionBackend {
  public:
@@ -40,11 +57,7 @@ class CudaBackend final : public AttentionBackend {
       RINGPACK_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
       owns_stream_ = true;
     }
-    // Keep freed scratch of the kernels' stream-ordered allocations in the pool between steps.
-    cudaMemPool_t pool = nullptr;
-    RINGPACK_CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool, device_));
-    uint64_t keep = std::numeric_limits<uint64_t>::max();
-    RINGPACK_CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep));
+    keep_pool_memory(device_);
   }
 
   ~CudaBackend() override {

@@ -352,8 +352,9 @@ def test_errors_dtypes():
     seg = jnp.asarray(SEGMENTS)
     with pytest.raises(TypeError, match="q has dtype int32"):
         rj.attention(q.astype(jnp.int32), k, v, seg)
+    other = jnp.float16 if jnp.dtype(F) == jnp.bfloat16 else jnp.bfloat16
     with pytest.raises(TypeError, match="one dtype"):
-        rj.attention(q, k.astype(jnp.bfloat16), v, seg)
+        rj.attention(q, k.astype(other), v, seg)
     with pytest.raises(TypeError, match="q has dtype float64"):
         rj.attention(np.asarray(q, np.float64), k, v, seg)
     with pytest.raises(TypeError, match="segment_ids has dtype float32"):
@@ -392,9 +393,10 @@ def test_errors_shapes_and_values():
         rj.unshard(np.zeros((B, S - 2)), p)
     with pytest.raises(ValueError, match="shards for a plan"):
         rj.unshard([np.zeros((B, S // 2))], p)
-    with pytest.raises(ValueError, match="plan for 4"):
-        rj.context_parallel_attention(q, k, v, SEGMENTS, mesh=cp_mesh(4), axis_name="cp",
-                                      shard_plan=p)
+    if len(jax.devices(PLATFORM)) >= 4:  # one GPU has no 4-device mesh
+        with pytest.raises(ValueError, match="plan for 4"):
+            rj.context_parallel_attention(q, k, v, SEGMENTS, mesh=cp_mesh(4), axis_name="cp",
+                                          shard_plan=p)
 
 
 def test_errors_unsupported_head_dim(monkeypatch):
