@@ -6,7 +6,7 @@
 #include <numbers>
 #include <random>
 
-#include "cpu/parallel_for.h"
+#include "core/parallel_for.h"
 
 namespace ringpack {
 

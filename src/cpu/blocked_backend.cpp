@@ -24,7 +24,7 @@
 #include "core/lse_merge.h"
 #include "core/tile_mask.h"
 #include "cpu/host_backend.h"
-#include "cpu/parallel_for.h"
+#include "core/parallel_for.h"
 #include "ringpack/error.h"
 
 namespace ringpack {

@@ -1,5 +1,6 @@
-// A small parallel loop for the CPU backends: work items [0, count) claimed one at a time from a
-// shared counter by `num_threads` threads (the calling thread is one of them).
+// A small parallel loop of the CPU code (the CPU backends, the random inputs): work items
+// [0, count) claimed one at a time from a shared counter by `num_threads` threads (the calling
+// thread is one of them).
 #pragma once
 
 #include <algorithm>
