@@ -451,8 +451,8 @@ void run(const BenchCommand& c) {
   table << "# ringpack bench: device " << device_name() << ", dtype " << c.dtype << ", batch 1, "
         << c.num_heads_q << " q heads, " << c.num_heads_kv << " kv heads, head_dim " << c.head_dim
         << ", causal document mask\n"
-        << "# commit " << source_commit() << "; CUDA events, " << c.warmup << " warm-up + " << c.reps
-        << " reps, median ms (min-max)\n"
+        << "# commit " << source_commit() << "; CUDA events, " << c.warmup << " warm-up + "
+        << c.reps << " reps, median ms (min-max)\n"
         << "# kernels: " << c.kernels.describe() << "\n"
         << "# TFLOP/s = 4 * head_dim * num_heads_q * visible_pairs / time (fwd); bwd 2.5x fwd\n"
         << "# ours: fwd = tile pre-pass + kernel (direct epilogue); bwd = delta + backward;"

@@ -14,7 +14,6 @@ Writes a JSON file and prints one line per workload; exits 1 when an accuracy ch
 """
 import argparse
 import json
-import statistics
 import sys
 
 import torch
@@ -23,19 +22,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.nn.attention.flex_attention import create_block_mask, flex_attention
 
 import ringpack.torch as rt
-
-
-def time_ms(fn, warmup=5, reps=20):
-    for _ in range(warmup):
-        fn()
-    starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
-    stops = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
-    for i in range(reps):
-        starts[i].record()
-        fn()
-        stops[i].record()
-    torch.cuda.synchronize()
-    return statistics.median(s.elapsed_time(e) for s, e in zip(starts, stops))
+from peers import time_ms  # bench/peers.py: (median, min, max) ms with CUDA events
 
 
 def reference(q, k, v, seg, dout):
@@ -114,10 +101,10 @@ def main():
             for gname, g, w in zip(("dq", "dk", "dv"), grads, want_grads):
                 entry[impl][gname] = errors(g, w, keep)
             with torch.no_grad():
-                entry[impl]["fwd_ms"] = time_ms(fn)
+                entry[impl]["fwd_ms"] = time_ms(fn, 5, 20)[0]
             out = fn()
             entry[impl]["bwd_ms"] = time_ms(
-                lambda: torch.autograd.grad(out, (q, k, v), dout, retain_graph=True))
+                lambda: torch.autograd.grad(out, (q, k, v), dout, retain_graph=True), 5, 20)[0]
         checks = []
         for tensor in ("out", "dq", "dk", "dv"):
             for metric in ("max_abs", "rel_rms"):

@@ -58,9 +58,10 @@ View view(const Array& array, const char* name) {
   if (device_type == nb::device::cuda::value) {
     v.place = {true, array.device_id()};
   } else if (device_type != nb::device::cpu::value) {
-    throw nb::type_error((std::string(name) + " lives on a device ringpack cannot use (DLPack "
-                          "device type " + std::to_string(device_type) +
-                          "); pass a CPU or CUDA array")
+    throw nb::type_error((std::string(name) +
+                          " lives on a device ringpack cannot use (DLPack "
+                          "device type " +
+                          std::to_string(device_type) + "); pass a CPU or CUDA array")
                              .c_str());
   }
   int64_t expected = 1;
@@ -91,8 +92,7 @@ DType attention_dtype(const View& v) {
     case Element::kF16:
       return DType::kF16;
     default:
-      throw nb::type_error((std::string(v.name) + " has element type " +
-                            element_name(v.element) +
+      throw nb::type_error((std::string(v.name) + " has element type " + element_name(v.element) +
                             "; pass float32, bfloat16 or float16")
                                .c_str());
   }
@@ -124,8 +124,8 @@ void expect_same_place(const View& first, std::initializer_list<const View*> oth
   };
   for (const View* other : others) {
     if (other->place == first.place) continue;
-    throw nb::value_error((std::string(other->name) + " is on " + where(other->place) +
-                           " but " + first.name + " is on " + where(first.place) +
+    throw nb::value_error((std::string(other->name) + " is on " + where(other->place) + " but " +
+                           first.name + " is on " + where(first.place) +
                            "; put every tensor of the call on one device")
                               .c_str());
   }

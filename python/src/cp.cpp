@@ -105,8 +105,8 @@ CpGroup nccl_group(nb::bytes unique_id, int rank, int size, int device, std::uin
   CpGroup group;
   group.backend = &backend_for({true, device, stream, false, 0});
   nb::gil_scoped_release release;
-  group.comm = make_nccl_communicator_from_id(unique_id.c_str(), rank, size, *group.backend,
-                                              timeout);
+  group.comm =
+      make_nccl_communicator_from_id(unique_id.c_str(), rank, size, *group.backend, timeout);
   return group;
 }
 
@@ -130,8 +130,8 @@ nb::bytes nccl_unique_id() {
 
 // The shard of this rank: q/k/v [B, n, H, D], segment ids and positions [B, n].
 ShardInputs shard_inputs(const CpGroup& group, const View& q, const View& k, const View& v,
-                         const View& seg, const View& pos, bool causal, int64_t window,
-                         float scale, const std::vector<bool>& step_visible) {
+                         const View& seg, const View& pos, bool causal, int64_t window, float scale,
+                         const std::vector<bool>& step_visible) {
   const DType dtype = attention_dtype(q);
   expect_shape(q, {-1, -1, -1, -1});
   const int batch = q.dim(0), n = q.dim(1), heads_q = q.dim(2), dim = q.dim(3);
@@ -178,14 +178,25 @@ void expect_like(const View& t, const View& like, Element element) {
   expect_same_place(like, {&t});
 }
 
+// Runs a schedule call without the GIL, unless its transfers call back into Python.
+template <class Schedule>
+void run_schedule(const CpGroup& group, const Schedule& schedule) {
+  if (group.python_transport) {
+    schedule();
+  } else {
+    nb::gil_scoped_release release;
+    schedule();
+  }
+}
+
 void cp_forward_py(CpGroup& group, const std::string& strategy, const Array& q, const Array& k,
                    const Array& v, const Array& seg, const Array& pos, const Array& out,
                    const Array& lse, bool causal, int64_t window, float scale,
                    const std::vector<bool>& step_visible) {
   const View vq = view(q, "q"), vk = view(k, "k"), vv = view(v, "v");
   const View vs = view(seg, "segment_ids"), vp = view(pos, "positions");
-  const ShardInputs in = shard_inputs(group, vq, vk, vv, vs, vp, causal, window, scale,
-                                      step_visible);
+  const ShardInputs in =
+      shard_inputs(group, vq, vk, vv, vs, vp, causal, window, scale, step_visible);
   const View vo = view(out, "out"), vl = view(lse, "lse");
   expect_like(vo, vq, vq.element);
   expect_shape(vo, {in.dims.batch, in.dims.seqlen_q, in.dims.num_heads_q, in.dims.head_dim});
@@ -195,12 +206,7 @@ void cp_forward_py(CpGroup& group, const std::string& strategy, const Array& q, 
   const Strategy s = parse_strategy(strategy);
   ScheduleStats stats;
   const ForwardOutputs outputs{vo.data, static_cast<float*>(vl.data)};
-  if (group.python_transport) {
-    cp_forward(s, in, *group.backend, *group.comm, outputs, stats);
-  } else {
-    nb::gil_scoped_release release;
-    cp_forward(s, in, *group.backend, *group.comm, outputs, stats);
-  }
+  run_schedule(group, [&] { cp_forward(s, in, *group.backend, *group.comm, outputs, stats); });
 }
 
 void cp_backward_py(CpGroup& group, const std::string& strategy, const Array& q, const Array& k,
@@ -210,8 +216,8 @@ void cp_backward_py(CpGroup& group, const std::string& strategy, const Array& q,
                     const std::vector<bool>& step_visible) {
   const View vq = view(q, "q"), vk = view(k, "k"), vv = view(v, "v");
   const View vs = view(seg, "segment_ids"), vp = view(pos, "positions");
-  const ShardInputs in = shard_inputs(group, vq, vk, vv, vs, vp, causal, window, scale,
-                                      step_visible);
+  const ShardInputs in =
+      shard_inputs(group, vq, vk, vv, vs, vp, causal, window, scale, step_visible);
   const View vo = view(out, "out"), vl = view(lse, "lse"), vg = view(dout, "dout");
   const View vdq = view(dq, "dq"), vdk = view(dk, "dk"), vdv = view(dv, "dv");
   for (const View* t : {&vo, &vg, &vdq}) {
@@ -229,12 +235,9 @@ void cp_backward_py(CpGroup& group, const std::string& strategy, const Array& q,
   ScheduleStats stats;
   const BackwardOutputs grads{vdq.data, vdk.data, vdv.data};
   const auto* lse_data = static_cast<const float*>(vl.data);
-  if (group.python_transport) {
+  run_schedule(group, [&] {
     cp_backward(s, in, vo.data, lse_data, vg.data, *group.backend, *group.comm, grads, stats);
-  } else {
-    nb::gil_scoped_release release;
-    cp_backward(s, in, vo.data, lse_data, vg.data, *group.backend, *group.comm, grads, stats);
-  }
+  });
 }
 
 using IntArray = nb::ndarray<nb::numpy, int32_t>;
@@ -312,15 +315,14 @@ void bind_cp(nb::module_& m) {
         "timeout"_a);
   m.def("python_group", &python_group, "rank"_a, "size"_a, "transport"_a, "timeout"_a,
         "threads"_a = 0);
-  m.def("cp_forward", &cp_forward_py, "group"_a, "strategy"_a, "q"_a, "k"_a, "v"_a,
-        "segment_ids"_a, "positions"_a, "out"_a, "lse"_a, "causal"_a, "window"_a, "scale"_a,
-        "step_visible"_a);
+  m.def("cp_forward", &cp_forward_py, "group"_a, "strategy"_a, "q"_a, "k"_a, "v"_a, "segment_ids"_a,
+        "positions"_a, "out"_a, "lse"_a, "causal"_a, "window"_a, "scale"_a, "step_visible"_a);
   m.def("cp_backward", &cp_backward_py, "group"_a, "strategy"_a, "q"_a, "k"_a, "v"_a,
         "segment_ids"_a, "positions"_a, "out"_a, "lse"_a, "dout"_a, "dq"_a, "dk"_a, "dv"_a,
         "causal"_a, "window"_a, "scale"_a, "step_visible"_a);
-  m.def("plan_reorder", &plan_reorder, "segment_ids"_a, "positions"_a.none(), "cp"_a,
-        "reorder"_a, "strategy"_a, "causal"_a, "window"_a, "heads_q"_a, "heads_kv"_a,
-        "head_dim"_a, "dtype_bytes"_a);
+  m.def("plan_reorder", &plan_reorder, "segment_ids"_a, "positions"_a.none(), "cp"_a, "reorder"_a,
+        "strategy"_a, "causal"_a, "window"_a, "heads_q"_a, "heads_kv"_a, "head_dim"_a,
+        "dtype_bytes"_a);
 }
 
 }  // namespace ringpack::python

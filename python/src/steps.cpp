@@ -29,8 +29,9 @@ AttentionStep make_step(const StepArrays& a, bool causal, int64_t window, float 
   expect_shape(a.v, {batch, seqlen_k, heads_kv, dim});
   for (const View* t : {&a.k, &a.v}) {
     if (t->element != a.q.element) {
-      throw nb::type_error((std::string(t->name) + " is " + element_name(t->element) + " but q is " +
-                            element_name(a.q.element) + "; pass q, k and v in one dtype")
+      throw nb::type_error((std::string(t->name) + " is " + element_name(t->element) +
+                            " but q is " + element_name(a.q.element) +
+                            "; pass q, k and v in one dtype")
                                .c_str());
     }
   }
@@ -79,9 +80,13 @@ void forward_step(const Array& q, const Array& k, const Array& v, const Array& s
                   const Array& pos_q, const Array& seg_k, const Array& pos_k, const Array& out_acc,
                   const Array& lse_acc, bool causal, int64_t window, float scale,
                   std::uintptr_t stream, int threads) {
-  const StepArrays a{view(q, "q"),         view(k, "k"),         view(v, "v"),
-                     view(seg_q, "segment_ids_q"), view(pos_q, "positions_q"),
-                     view(seg_k, "segment_ids_k"), view(pos_k, "positions_k")};
+  const StepArrays a{view(q, "q"),
+                     view(k, "k"),
+                     view(v, "v"),
+                     view(seg_q, "segment_ids_q"),
+                     view(pos_q, "positions_q"),
+                     view(seg_k, "segment_ids_k"),
+                     view(pos_k, "positions_k")};
   const AttentionStep step = make_step(a, causal, window, scale);
   const View out = view(out_acc, "out_acc"), lse = view(lse_acc, "lse_acc");
   const AttentionDims& d = step.dims;
@@ -98,9 +103,13 @@ void backward_step(const Array& q, const Array& k, const Array& v, const Array& 
                    const Array& lse, const Array& delta, const Array& dq_acc, const Array& dk_acc,
                    const Array& dv_acc, bool causal, int64_t window, float scale,
                    std::uintptr_t stream, int threads, bool deterministic) {
-  const StepArrays a{view(q, "q"),         view(k, "k"),         view(v, "v"),
-                     view(seg_q, "segment_ids_q"), view(pos_q, "positions_q"),
-                     view(seg_k, "segment_ids_k"), view(pos_k, "positions_k")};
+  const StepArrays a{view(q, "q"),
+                     view(k, "k"),
+                     view(v, "v"),
+                     view(seg_q, "segment_ids_q"),
+                     view(pos_q, "positions_q"),
+                     view(seg_k, "segment_ids_k"),
+                     view(pos_k, "positions_k")};
   const AttentionStep step = make_step(a, causal, window, scale);
   const AttentionDims& d = step.dims;
   const View g = view(dout, "dout"), l = view(lse, "lse"), dl = view(delta, "delta");
@@ -116,10 +125,9 @@ void backward_step(const Array& q, const Array& k, const Array& v, const Array& 
   AttentionBackend& backend = backend_for(key_of(a.q, stream, deterministic, threads));
   backend.check_supported(step.dtype, d.head_dim, true);
   nb::gil_scoped_release release;
-  backend.backward(step,
-                   {g.data, static_cast<const float*>(l.data), static_cast<const float*>(dl.data)},
-                   {static_cast<float*>(dq.data), static_cast<float*>(dk.data),
-                    static_cast<float*>(dv.data)});
+  backend.backward(
+      step, {g.data, static_cast<const float*>(l.data), static_cast<const float*>(dl.data)},
+      {static_cast<float*>(dq.data), static_cast<float*>(dk.data), static_cast<float*>(dv.data)});
 }
 
 // None when the backend of `device` runs the configuration, else the reason (one line).
@@ -128,8 +136,9 @@ std::optional<std::string> unsupported_reason(const std::string& device, int dev
                                               bool backward) {
   if (device != "cpu" && device != "cuda") return "device '" + device + "': use cpu or cuda";
   if (device == "cuda" && !cuda_built()) {
-    return std::string("this ringpack was built without CUDA; reinstall on a machine with nvcc "
-                       "(pip install . with the CUDA toolkit present) or use CPU tensors");
+    return std::string(
+        "this ringpack was built without CUDA; reinstall on a machine with nvcc "
+        "(pip install . with the CUDA toolkit present) or use CPU tensors");
   }
   try {
     BackendKey key;

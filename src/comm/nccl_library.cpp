@@ -44,10 +44,10 @@ Function nccl_symbol(const char* name) {
 }  // namespace ringpack
 
 // One forwarding definition per NCCL function the library uses.
-#define RINGPACK_NCCL_FORWARD(Result, name, params, args)                              \
-  Result name params {                                                               \
+#define RINGPACK_NCCL_FORWARD(Result, name, params, args)                       \
+  Result name params {                                                          \
     static const auto forward = ringpack::nccl_symbol<Result(*) params>(#name); \
-    return forward args;                                                             \
+    return forward args;                                                        \
   }
 
 extern "C" {
@@ -64,8 +64,8 @@ RINGPACK_NCCL_FORWARD(ncclResult_t, ncclCommInitRankConfig,
 RINGPACK_NCCL_FORWARD(ncclResult_t, ncclCommFinalize, (ncclComm_t comm), (comm))
 RINGPACK_NCCL_FORWARD(ncclResult_t, ncclCommDestroy, (ncclComm_t comm), (comm))
 RINGPACK_NCCL_FORWARD(ncclResult_t, ncclCommAbort, (ncclComm_t comm), (comm))
-RINGPACK_NCCL_FORWARD(ncclResult_t, ncclCommGetAsyncError,
-                      (ncclComm_t comm, ncclResult_t * error), (comm, error))
+RINGPACK_NCCL_FORWARD(ncclResult_t, ncclCommGetAsyncError, (ncclComm_t comm, ncclResult_t* error),
+                      (comm, error))
 RINGPACK_NCCL_FORWARD(ncclResult_t, ncclCommCount, (const ncclComm_t comm, int* count),
                       (comm, count))
 RINGPACK_NCCL_FORWARD(ncclResult_t, ncclCommCuDevice, (const ncclComm_t comm, int* device),

@@ -4,6 +4,8 @@
 
 namespace ringpack {
 
-const char* source_commit() { return RINGPACK_SOURCE_COMMIT; }
+const char* source_commit() {
+  return RINGPACK_SOURCE_COMMIT;
+}
 
 }  // namespace ringpack

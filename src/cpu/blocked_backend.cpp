@@ -22,9 +22,9 @@
 #include <vector>
 
 #include "core/lse_merge.h"
+#include "core/parallel_for.h"
 #include "core/tile_mask.h"
 #include "cpu/host_backend.h"
-#include "core/parallel_for.h"
 #include "ringpack/error.h"
 
 namespace ringpack {

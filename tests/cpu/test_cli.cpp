@@ -15,8 +15,8 @@
 #include <fstream>
 #include <functional>
 #include <nlohmann/json.hpp>
-#include <sstream>
 #include <regex>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -243,8 +243,7 @@ TEST_F(CliTest, NoArgumentsPrintsHelpAndExitsZero) {
 TEST_F(CliTest, VersionNamesTheSourceCommit) {
   const CliResult result = run("--version");
   EXPECT_EQ(result.status, kExitSuccess);
-  EXPECT_TRUE(std::regex_search(result.out, std::regex("^ringpack [0-9a-f]{7,}")))
-      << result.out;
+  EXPECT_TRUE(std::regex_search(result.out, std::regex("^ringpack [0-9a-f]{7,}"))) << result.out;
 }
 
 // The CUDA kernel choices are flags of run and bench, with their defaults in the help.
