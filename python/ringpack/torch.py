@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import weakref
 from typing import Optional, Sequence
 
 import torch
@@ -28,6 +29,14 @@ import torch.distributed as dist
 
 from . import _native
 from .config import resolve_config
+
+if dist.is_available():
+    # torch.distributed.nn.functional binds `group.WORLD` as a default argument when it is
+    # imported, and torch imports it on the first call of any custom op. Imported after
+    # init_process_group, it keeps the default group alive past destroy_process_group, and a gloo
+    # group torn down during interpreter exit aborts the process ("terminate called without an
+    # active exception"). Imported here, usually before the group exists, it binds None.
+    import torch.distributed.nn.functional  # noqa: F401
 
 __all__ = ["attention", "plan", "shard", "unshard", "ShardPlan", "derive_positions"]
 
@@ -171,18 +180,56 @@ _attention_fwd.register_autograd(_fwd_backward, setup_context=_fwd_setup)
 
 # ---- the CP op -------------------------------------------------------------------------------
 
-_GROUPS: dict[str, "dist.ProcessGroup"] = {}  # group name -> group, for the ops' string argument
-_CP_STATES: dict[tuple, object] = {}  # (group name, device, stream) -> _native.CpGroup
-_AGREED: set = set()  # (group name, call signature) that every rank of the group passed
+class _GroupState:
+    """What the CP op keeps for one torch.distributed group: a weak reference to the group, the
+    native CP groups per (device, stream) and the call signatures every rank agreed on.
+
+    The reference is weak so that destroy_process_group really destroys the group: a gloo group
+    kept alive past it is torn down during interpreter exit, where its worker threads abort the
+    process ("terminate called without an active exception"). When the group dies, its entry
+    and native communicators go with it."""
+
+    def __init__(self, group, name: str):
+        self.group_ref = weakref.ref(group, lambda _: self._forget(name))
+        self.native: dict[tuple, object] = {}  # (device, stream) -> _native.CpGroup
+        self.agreed: set = set()
+
+    def _forget(self, name: str):
+        if _GROUPS.get(name) is self:
+            del _GROUPS[name]
+
+
+_GROUPS: dict[str, _GroupState] = {}  # group name -> state, for the ops' string argument
+
+
+def _register_group(group) -> str:
+    """The name the ops carry for `group`; a new group under a reused name (torch reuses names
+    after destroy_process_group) starts with empty caches."""
+    name = group.group_name
+    state = _GROUPS.get(name)
+    if state is None or state.group_ref() is not group:
+        _GROUPS[name] = _GroupState(group, name)
+    return name
+
+
+def _group_state(group_name: str):
+    """(state, live group) for a registered name; RuntimeError once the group was destroyed."""
+    state = _GROUPS.get(group_name)
+    group = None if state is None else state.group_ref()
+    if group is None:
+        _GROUPS.pop(group_name, None)
+        raise RuntimeError(f"the CP group {group_name!r} was destroyed; pass a live "
+                           "torch.distributed group as cp_group")
+    return state, group
 
 
 def _check_ranks_agree(group_name: str, signature: tuple):
     """Every rank must call the CP op with the same shard shapes, dtype, mask and strategy (a
     mismatch would make the schedules exchange blocks of different sizes). Checked once per
     signature with one all_gather_object over the group; ValueError on every rank otherwise."""
-    if (group_name, signature) in _AGREED:
+    state, group = _group_state(group_name)
+    if signature in state.agreed:
         return
-    group = _GROUPS[group_name]
     seen = [None] * dist.get_world_size(group)
     dist.all_gather_object(seen, signature, group=group)
     for rank, other in enumerate(seen):
@@ -191,18 +238,26 @@ def _check_ranks_agree(group_name: str, signature: tuple):
                              f"{dist.get_rank(group)} with {signature} (shard shapes, dtype, "
                              "causal, window, scale, strategy); every rank must pass its shard "
                              "of the same plan")
-    _AGREED.add((group_name, signature))
+    state.agreed.add(signature)
 
 
 class _TorchTransport:
     """Host transfers of the CP schedules over a torch.distributed group (CPU tensors, e.g. gloo).
 
-    The schedules pass numpy views of their buffers (valid until the request is waited for)."""
+    The schedules pass numpy views of their buffers (valid until the request is waited for).
+    It holds the group weakly, like _GroupState."""
 
     def __init__(self, group):
-        self.group = group
+        self._group_ref = weakref.ref(group)
         self.size = dist.get_world_size(group)
         self.rank = dist.get_rank(group)
+
+    @property
+    def group(self):
+        group = self._group_ref()
+        if group is None:
+            raise RuntimeError("the CP group was destroyed during a CP call")
+        return group
 
     def _global(self, peer: int) -> int:
         return dist.get_global_rank(self.group, peer)
@@ -228,11 +283,11 @@ class _TorchTransport:
 
 
 def _cp_state(group_name: str, device: torch.device, stream: int):
-    key = (group_name, str(device), stream)
-    state = _CP_STATES.get(key)
-    if state is not None:
-        return state
-    group = _GROUPS[group_name]
+    state, group = _group_state(group_name)
+    key = (str(device), stream)
+    native = state.native.get(key)
+    if native is not None:
+        return native
     rank, size = dist.get_rank(group), dist.get_world_size(group)
     if device.type == "cuda":
         if not _native.nccl_available():
@@ -241,13 +296,13 @@ def _cp_state(group_name: str, device: torch.device, stream: int):
         unique_id = [_native.nccl_unique_id() if rank == 0 else None]
         dist.broadcast_object_list(unique_id, src=dist.get_global_rank(group, 0), group=group,
                                    device=device if dist.get_backend(group) == "nccl" else None)
-        state = _native.nccl_group(unique_id[0], rank, size, device.index or 0, stream,
-                                   _DEFAULT_TIMEOUT_SECONDS)
+        native = _native.nccl_group(unique_id[0], rank, size, device.index or 0, stream,
+                                    _DEFAULT_TIMEOUT_SECONDS)
     else:
-        state = _native.python_group(rank, size, _TorchTransport(group), _DEFAULT_TIMEOUT_SECONDS,
-                                     torch.get_num_threads())
-    _CP_STATES[key] = state
-    return state
+        native = _native.python_group(rank, size, _TorchTransport(group),
+                                      _DEFAULT_TIMEOUT_SECONDS, torch.get_num_threads())
+    state.native[key] = native
+    return native
 
 
 @torch.library.custom_op("ringpack::cp_attention_fwd", mutates_args=())
@@ -357,8 +412,7 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, segment_ids: to
             raise ValueError("with cp_group pass the shard's positions too: "
                              "segment_ids, positions = plan.shard_layout(rank)")
         positions = positions.to(torch.int32).contiguous()
-        group_name = cp_group.group_name
-        _GROUPS[group_name] = cp_group
+        group_name = _register_group(cp_group)
         rank = dist.get_rank(cp_group) if cp_rank is None else cp_rank
         visible = [] if plan is None else list(plan.step_visible[rank])
         out, _ = torch.ops.ringpack.cp_attention_fwd(q, k, v, segment_ids, positions, causal,
