@@ -36,9 +36,9 @@
 #ifdef RINGPACK_WITH_CUDA
 #include <cuda_runtime.h>
 
-#include "cuda/backward_api.h"
-#include "cuda/cuda_check.h"
-#include "cuda/forward_api.h"
+#include "cuda/backward/api.h"
+#include "cuda/common/cuda_check.h"
+#include "cuda/forward/api.h"
 #include "cuda/kernel_options.h"
 #endif
 

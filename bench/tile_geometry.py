@@ -3,7 +3,7 @@
 
 Reads the layouts written by `ringpack bench --layouts-only --layouts-out FILE` and prints, per
 workload, for query tiles of 64 and key tiles of 128 split into two warpgroup halves of 64 keys
-(backward_wgmma_kernel.h), under the causal document mask (docs/design.md §2 rule (1), no window):
+(backward/kernel_sm90.h), under the causal document mask (docs/design.md §2 rule (1), no window):
   steps         (query tile, key tile) pairs with at least one visible pair: what a head walks;
   steps / CTA   steps per key tile that has any (the work a CTA amortises its prologue and
                 dK/dV epilogue over, one query head per CTA);

@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
-"""Writes src/cuda/wgmma_ops.h: the inline-PTX wrappers of wgmma.mma_async m64nNk16 (N = 64, 128;
+"""Writes src/cuda/common/wgmma_ops.h: the inline-PTX wrappers of wgmma.mma_async m64nNk16 (N = 64, 128;
 bf16 and fp16 in, fp32 accumulate; A from shared memory or registers). The operand lists are long
 (one "+f" per accumulator register), so they are generated rather than typed.
 
-Usage: python3 scripts/generate_wgmma_ops.py > src/cuda/wgmma_ops.h && clang-format -i src/cuda/wgmma_ops.h
+Usage: python3 scripts/generate_wgmma_ops.py > src/cuda/common/wgmma_ops.h && clang-format -i src/cuda/common/wgmma_ops.h
 """
 
 HEADER = """\
@@ -15,10 +15,10 @@ HEADER = """\
 // (g = lane / 4); n8 tile t, element e of d[t][e] is column 8t + 2 (lane % 4) + e % 2 of row
 // g + 8 (e / 2), the same order as an mma.sync m16n8 accumulator. A in registers uses the
 // m16n8k16 A fragment layout per warp. B (and A in ss) come through shared-memory descriptors
-// (wgmma.h); kTransB = 1 reads B MN-major (N contiguous), 0 K-major.
+// (common/wgmma.h); kTransB = 1 reads B MN-major (N contiguous), 0 K-major.
 //
 // Asynchronous: callers bracket a batch with wgmma_fence() / wgmma_commit() / wgmma_wait<N>()
-// (wgmma.h) and must not touch d (or a) until the wait returns.
+// (common/wgmma.h) and must not touch d (or a) until the wait returns.
 #pragma once
 
 #include <cuda_bf16.h>

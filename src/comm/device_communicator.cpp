@@ -31,7 +31,7 @@
 #include <vector>
 
 #include "comm/in_process.h"  // AbortedError, CommChannel
-#include "cuda/cuda_check.h"
+#include "cuda/common/cuda_check.h"
 #include "cuda/cuda_events.h"
 #include "cuda/elementwise.h"
 #include "ringpack/error.h"

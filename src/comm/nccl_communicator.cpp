@@ -30,7 +30,7 @@
 
 #include "comm/nccl_check.h"
 #include "comm/rendezvous.h"
-#include "cuda/cuda_check.h"
+#include "cuda/common/cuda_check.h"
 #include "cuda/cuda_events.h"
 #include "ringpack/error.h"
 

@@ -12,11 +12,11 @@
 #include <set>
 #include <string>
 
-#include "cuda/backward_api.h"
-#include "cuda/cuda_check.h"
+#include "cuda/backward/api.h"
+#include "cuda/common/cuda_check.h"
 #include "cuda/cuda_events.h"
 #include "cuda/elementwise.h"
-#include "cuda/forward_api.h"
+#include "cuda/forward/api.h"
 #include "cuda/kernel_options.h"
 #include "ringpack/error.h"
 

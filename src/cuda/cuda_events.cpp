@@ -3,7 +3,7 @@
 
 #include <utility>
 
-#include "cuda/cuda_check.h"
+#include "cuda/common/cuda_check.h"
 
 namespace ringpack::cuda {
 

@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "cuda/cuda_check.h"
+#include "cuda/common/cuda_check.h"
 #include "cuda/elementwise.h"
 
 namespace ringpack::cuda {

@@ -3,11 +3,11 @@
 
 #include <cuda_runtime.h>
 
-#include "cuda/backward_api.h"
-#include "cuda/backward_wgmma_launch.h"
-#include "cuda/cuda_check.h"
-#include "cuda/forward_api.h"
-#include "cuda/kernel_traits.h"
+#include "cuda/backward/api.h"
+#include "cuda/backward/launch_sm90.h"
+#include "cuda/common/cuda_check.h"
+#include "cuda/forward/api.h"
+#include "cuda/forward/traits.h"
 #include "ringpack/error.h"
 
 namespace ringpack::cuda {

@@ -12,7 +12,7 @@
 #include "cpu/reference_attention.h"
 #include "cuda/cuda_backend.h"
 #include "cuda/elementwise.h"
-#include "cuda/forward_api.h"
+#include "cuda/forward/api.h"
 #include "gpu/gpu_test_support.h"
 #include "ringpack/error.h"
 #include "ringpack/reorder.h"

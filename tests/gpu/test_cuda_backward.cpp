@@ -17,7 +17,7 @@
 
 #include "core/compare.h"
 #include "cpu/reference_attention.h"
-#include "cuda/backward_api.h"
+#include "cuda/backward/api.h"
 #include "gpu/gpu_test_support.h"
 #include "ringpack/attention.h"
 #include "ringpack/error.h"

@@ -32,7 +32,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "cuda/cuda_check.h"
+#include "cuda/common/cuda_check.h"
 #include "ringpack/error.h"
 
 namespace ringpack {

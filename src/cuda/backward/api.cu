@@ -1,0 +1,106 @@
+// run_backward: validates one step, builds BackwardParams and dispatches on dtype x head_dim to
+// an explicit instance (src/cuda/instances/backward_*_sm80.cu). Math: docs/design.md §2; kernels:
+// backward/kernel_sm80.h (dK, dV, atomic dQ) and backward/dq_kernel_sm80.h (deterministic dQ).
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include "cuda/backward/api.h"
+#include "cuda/backward/launch.h"
+#include "cuda/backward/params.h"
+#include "cuda/backward/traits.h"
+#include "ringpack/error.h"
+
+namespace ringpack::cuda {
+namespace {
+
+constexpr float kLog2e = 1.4426950408889634f;
+
+// CTAs per (key tile, kv head) of the dK/dV kernels: options.backward_head_splits when given (it
+// must divide the GQA group, and be 1 when deterministic), else backward_head_splits.
+int resolve_head_splits(const KernelOptions& options, int group_size) {
+  const int splits = options.backward_head_splits;
+  if (splits == 0) return backward_head_splits(group_size, options.deterministic);
+  RINGPACK_CHECK(splits > 0 && group_size % splits == 0, "--backward-head-splits ", splits,
+                 " must divide the GQA group size ", group_size,
+                 " (num_heads_q / num_heads_kv); use a divisor, or 0 for the default");
+  RINGPACK_CHECK(!options.deterministic || splits == 1, "--backward-head-splits ", splits,
+                 " with --deterministic: the deterministic backward adds dK/dV from one CTA per "
+                 "kv head; use 0 or 1");
+  return splits;
+}
+
+BackwardParams make_backward_params(const AttentionStep& step, const BackwardInputs& in,
+                                    const BackwardAccumulators& acc, const KernelOptions& options) {
+  const AttentionDims& d = step.dims;
+  check_attention_step(step, "cuda");
+  RINGPACK_CHECK(in.dout && in.lse && in.delta,
+                 "CUDA backward: dout, lse and delta must all be set");
+  RINGPACK_CHECK(acc.dq && acc.dk && acc.dv,
+                 "CUDA backward: dq, dk and dv accumulators must be set");
+  BackwardParams p{};
+  p.q = step.q;
+  p.k = step.k;
+  p.v = step.v;
+  p.dout = in.dout;
+  p.lse = in.lse;
+  p.delta = in.delta;
+  p.segment_ids_q = step.segment_ids_q;
+  p.positions_q = step.positions_q;
+  p.segment_ids_k = step.segment_ids_k;
+  p.positions_k = step.positions_k;
+  p.dq = acc.dq;
+  p.dk = acc.dk;
+  p.dv = acc.dv;
+  p.batch = d.batch;
+  p.seqlen_q = d.seqlen_q;
+  p.seqlen_k = d.seqlen_k;
+  p.num_heads_q = d.num_heads_q;
+  p.num_heads_kv = d.num_heads_kv;
+  p.head_dim = d.head_dim;
+  p.group_size = d.num_heads_q / d.num_heads_kv;
+  p.head_splits = resolve_head_splits(options, p.group_size);
+  p.mask = step.mask;
+  p.scale = resolve_scale(step.scale, d.head_dim);
+  p.scale_log2 = p.scale * kLog2e;
+  p.row_stride_q = int64_t(d.num_heads_q) * d.head_dim;
+  p.row_stride_k = int64_t(d.num_heads_kv) * d.head_dim;
+  return p;
+}
+
+template <class Element>
+void dispatch_head_dim(const BackwardParams& p, const KernelOptions& options, cudaStream_t stream) {
+  switch (p.head_dim) {
+    case 64:
+      run_backward_instance<Element, 64>(p, options, stream);
+      break;
+    case 128:
+      run_backward_instance<Element, 128>(p, options, stream);
+      break;
+    default:
+      RINGPACK_FAIL("unreachable: check_backward_supported accepted head_dim ", p.head_dim);
+  }
+}
+
+}  // namespace
+
+void check_backward_supported(DType dtype, int head_dim) {
+  RINGPACK_CHECK(dtype == DType::kBF16 || dtype == DType::kF16, "dtype ", dtype_name(dtype),
+                 " is not supported by the CUDA backward; use --dtype bf16 or --dtype fp16");
+  RINGPACK_CHECK(head_dim == 64 || head_dim == 128, "head_dim ", head_dim,
+                 " is not supported by the CUDA backward (64 or 128; only the forward runs 256); "
+                 "use --head-dim 64 or 128, or --no-backward");
+}
+
+void run_backward(const AttentionStep& step, const BackwardInputs& in,
+                  const BackwardAccumulators& acc, const KernelOptions& options,
+                  cudaStream_t stream) {
+  check_backward_supported(step.dtype, step.dims.head_dim);
+  const BackwardParams p = make_backward_params(step, in, acc, options);
+  if (step.dtype == DType::kBF16) {
+    dispatch_head_dim<__nv_bfloat16>(p, options, stream);
+  } else {
+    dispatch_head_dim<__half>(p, options, stream);
+  }
+}
+
+}  // namespace ringpack::cuda

@@ -1,0 +1,505 @@
+// The dK/dV/dQ backward kernel for Hopper (sm_90a): warp-specialised, TMA-fed, wgmma, head_dim
+// 128, dQ added in place (not deterministic). Device code; included only by
+// src/cuda/instances/backward_*_sm90.cu.
+//
+// Math (docs/design.md §2), per visible pair of query i and key j, with P = exp(scale s - lse_i):
+//   dV_j += P dO_i;  dP = <dO_i, V_j>;  dS = P (dP - delta_i);
+//   dK_j += scale dS Q_i;  dQ_i += scale dS K_j.
+//
+// CTA = one key tile of kBlockN = 128 keys of one kv head (and one or all of its GQA query heads)
+// = 2 consumer warpgroups + 1 producer warpgroup (setmaxnreg moves the producer's registers to the
+// consumers). Warpgroup w owns keys [64 w, 64 w + 64); its dK and dV rows stay in registers for
+// the whole walk. The producer loads K and V once, then per listed query tile (tile_lists, built
+// by the launcher; skipped tiles never appear) Q, dO (TMA) and the tile's lse, delta and, for
+// partial tiles, the visible-key interval of each query, into two stages guarded by full/empty
+// mbarriers. Per query tile of kBlockM = 64, each consumer warpgroup:
+//   S^T = K_w Q^T and dP^T = V_w dO^T      (wgmma 64 x 64, K and V K-major, Q and dO K-major)
+//   P^T, dS^T in registers                  (exp2 with lse * log2 e; the mask on partial tiles)
+//   dV_w += P^T dO, dK_w += dS^T Q          (A from registers, dO and Q read MN-major)
+//   dS^T -> shared memory, both warpgroups meet at a named barrier, then
+//   dQ[:, 64 w, 64 w + 64) = dS K[:, 64 w ...) over all 128 keys (A = dS^T read MN-major),
+//   added to the fp32 dq accumulator: each warp stages its 16 query rows in shared memory and
+//   adds them while the next step's S^T and dP^T run, by two tensor reductions of [16][32] boxes
+//   (GradAdd::kTiles, TMA maps of the accumulators; dK and dV go out the same way at the end), or
+//   with float2 atomics from registers (kAtomics).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+
+#include "cuda/backward/launch_sm90.h"
+#include "cuda/backward/params.h"
+#include "cuda/backward/traits.h"
+#include "cuda/common/cuda_check.h"
+#include "cuda/common/mma_sync.h"
+#include "cuda/common/tensor_map.h"
+#include "cuda/common/tma.h"
+#include "cuda/common/wgmma.h"
+#include "cuda/forward/params.h"
+#include "cuda/forward/softmax.h"
+#include "cuda/tiles/tile_lists.h"
+
+namespace ringpack::cuda {
+
+template <class Traits>
+struct BackwardWgmmaSmem {
+  using Element = typename Traits::Element;
+  static constexpr int kStages = Traits::kStages;
+  static constexpr int kBlockM = Traits::kBlockM;
+  alignas(1024) Element k[Traits::kKVElems];             // [2][kBlockN][64], 128B swizzle
+  alignas(1024) Element v[Traits::kKVElems];             // [2][kBlockN][64]
+  alignas(1024) Element q[kStages][Traits::kQElems];     // [2][kBlockM][64] each
+  alignas(1024) Element dout[kStages][Traits::kQElems];  // [2][kBlockM][64] each
+  alignas(1024) Element ds[2][Traits::kDsElems];         // dS^T [kBlockN keys][64 queries]
+  // Per pair of queries (2 c, 2 c + 1): their lse * log2(e) (+inf where nothing is visible, so
+  // P = 0) and delta, {lse_2c, lse_2c+1, delta_2c, delta_2c+1}: one 16-byte load per n8 tile.
+  float4 row_terms[kStages][kBlockM / 2];
+  int4 visible[kStages][kBlockM];  // partial tiles: VisibleKeys {segment, pos_lo, pos_hi, -}
+  // GradAdd::kTiles: each consumer warp's 16 rows of its dQ half (fp32) as two [16][32] boxes in
+  // the 128-byte swizzle of the dq tensor map (swizzled_box_offset), the source of its reductions.
+  alignas(1024) float dq[Traits::kNumConsumerThreads / 32][kDqBoxes][kGradBoxFloats];
+  uint64_t kv_full;
+  uint64_t q_full[kStages];
+  uint64_t q_empty[kStages];
+};
+
+// Offset (floats) of a consumer's fragment pair (row, 8 t + quad_col), row < 16, in
+// [kGradBoxRows][kGradBoxCols] boxes with the 128-byte swizzle of the fp32 tensor maps: n8 tile t
+// lies in box t / 4 as 16-byte chunks 2 (t % 4) and 2 (t % 4) + 1 of its row, and chunk c of row
+// r is stored at chunk c ^ (r mod 8). The float2 stores of a half-warp then hit 32 distinct banks.
+__device__ __forceinline__ int swizzled_box_offset(int row, int t, int quad_col) {
+  constexpr int kChunkFloats = 4;                   // floats per 16-byte chunk
+  constexpr int kTilesPerBox = kGradBoxCols / 8;    // n8 tiles per box row
+  constexpr int kChunksPerTile = 8 / kChunkFloats;  // 2
+  const int chunk = kChunksPerTile * (t % kTilesPerBox) + quad_col / kChunkFloats;
+  return (t / kTilesPerBox) * kGradBoxFloats + row * kGradBoxCols +
+         (chunk ^ (row % 8)) * kChunkFloats + quad_col % kChunkFloats;
+}
+
+// Stages a warp's 16 accumulator rows (n8 tiles 0 .. kTiles - 1, times `scale`) as
+// swizzled_box_offset boxes at `stage`; rows quad_row and quad_row + 8 of each tile.
+template <int kTiles>
+__device__ __forceinline__ void stage_grad_rows(float* stage, const float (&acc)[kTiles][4],
+                                                float scale, int quad_row, int quad_col) {
+#pragma unroll
+  for (int r = 0; r < 2; ++r)
+#pragma unroll
+    for (int t = 0; t < kTiles; ++t)
+      *reinterpret_cast<float2*>(stage + swizzled_box_offset(quad_row + 8 * r, t, quad_col)) =
+          make_float2(scale * acc[t][2 * r], scale * acc[t][2 * r + 1]);
+}
+
+// Adds `boxes` staged boxes (columns col0, col0 + kGradBoxCols, ...) to the accumulator of `map`
+// at (head, row0, batch) by tensor reductions (the caller commits the bulk group). One lane calls
+// it.
+__device__ __forceinline__ void reduce_grad_boxes(const CUtensorMap* map, const float* stage,
+                                                  int boxes, int col0, int head, int row0,
+                                                  int batch) {
+#pragma unroll
+  for (int box = 0; box < boxes; ++box)
+    tma_reduce_add_4d(map, stage + box * kGradBoxFloats, col0 + kGradBoxCols * box, head, row0,
+                      batch);
+}
+
+template <class Traits, GradAdd kAdd>
+__global__ void __launch_bounds__(Traits::kNumThreads, 1)
+    backward_wgmma_kernel(const __grid_constant__ BackwardParams p,
+                          const __grid_constant__ BackwardTensorMaps maps) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  using Element = typename Traits::Element;
+  using Ops = ElementOps<Element>;
+  using Smem = BackwardWgmmaSmem<Traits>;
+  constexpr int kHeadDim = Traits::kHeadDim;
+  constexpr int kBlockN = Traits::kBlockN;
+  constexpr int kBlockM = Traits::kBlockM;
+  constexpr int kStages = Traits::kStages;
+  constexpr int kColBlocks = kHeadDim / kSwizzleCols;     // 64-column blocks of a row
+  constexpr int kDSteps = kHeadDim / kWgmmaK;             // k16 steps over head_dim
+  constexpr int kQSteps = kBlockM / kWgmmaK;              // k16 steps over the query tile
+  constexpr int kKSteps = kBlockN / kWgmmaK;              // k16 steps over the key tile
+  constexpr int kStepsPerBlock = kSwizzleCols / kWgmmaK;  // 4
+  constexpr int kSTiles = kBlockM / 8;                    // n8 tiles of S^T (queries)
+  constexpr int kHTiles = kHeadDim / 8;                   // n8 tiles of dK, dV
+  constexpr int kQTilesHalf = kSwizzleCols / 8;           // n8 tiles of this warpgroup's dQ half
+  constexpr int kConsumerWarps = Traits::kNumConsumerThreads / kWarpSize;
+  constexpr uint32_t kStepBytes = kWgmmaK * sizeof(Element);       // 32
+  constexpr uint32_t kBlockBytesKV = kBlockN * kSwizzleLineBytes;  // 16 KB
+  constexpr uint32_t kBlockBytesQ = kBlockM * kSwizzleLineBytes;   // 8 KB
+  constexpr uint32_t kRowStepBytes = kWgmmaK * kSwizzleLineBytes;  // 16 rows: 2 KB
+  using MmaS = WgmmaOps<Element, kBlockM>;    // 64 x 64 (S^T, dP^T) and 64 x 64 (dQ half)
+  using MmaKV = WgmmaOps<Element, kHeadDim>;  // 64 x 128 (dK, dV)
+
+  extern __shared__ __align__(1024) unsigned char smem_raw[];
+  Smem& smem = *reinterpret_cast<Smem*>(smem_raw);
+
+  // Heaviest key tiles first within each (kv head, head split); one head after the other keeps
+  // the Q, dO and dq rows that concurrent CTAs touch in L2 (interleaving the heads, so that the
+  // heaviest tiles of every head start first, measured about 20% slower on packed rows;
+  // docs/history.md).
+  const int slot = p.tile_order[blockIdx.x];
+  const int batch = slot / p.num_tiles_k;
+  const int n0 = (slot % p.num_tiles_k) * kBlockN;
+  const int h_kv = blockIdx.y / p.head_splits;
+  const int split = blockIdx.y % p.head_splits;
+  const int heads_per_cta = p.group_size / p.head_splits;
+  const int head0 = h_kv * p.group_size + split * heads_per_cta;
+  const int32_t* tile_list = p.tile_lists + int64_t(slot) * p.num_tiles_q;
+  const int tile_count = p.tile_counts[slot];
+  const int steps = tile_count * heads_per_cta;  // (query head, query tile) pairs
+  if (steps == 0) return;                        // no visible pair: this CTA adds nothing
+
+  const int warp = threadIdx.x / kWarpSize;
+  const int lane = threadIdx.x % kWarpSize;
+  if (threadIdx.x == 0) {
+    mbarrier_init(&smem.kv_full, 1);
+    for (int s = 0; s < kStages; ++s) {
+      mbarrier_init(&smem.q_full[s], kWarpSize);  // every producer lane (row vectors)
+      mbarrier_init(&smem.q_empty[s], Traits::kNumConsumerThreads);
+    }
+    mbarrier_init_fence();
+  }
+  __syncthreads();
+
+  if (threadIdx.x >= Traits::kNumConsumerThreads) {
+    // ---- producer warpgroup; its first warp loads ----
+    set_max_registers_dec<Traits::kProducerRegisters>();
+    if (warp != kConsumerWarps) return;
+    const int64_t k_row0 = int64_t(batch) * p.seqlen_k + n0;
+    if (lane == 0) {
+      mbarrier_expect_bytes(&smem.kv_full, 2 * Traits::kKVElems * sizeof(Element));
+      for (int b = 0; b < kColBlocks; ++b) {
+        tma_load_3d(smem.k + b * kBlockN * kSwizzleCols, &maps.k, b * kSwizzleCols, h_kv,
+                    int(k_row0), &smem.kv_full);
+        tma_load_3d(smem.v + b * kBlockN * kSwizzleCols, &maps.v, b * kSwizzleCols, h_kv,
+                    int(k_row0), &smem.kv_full);
+      }
+      mbarrier_arrive(&smem.kv_full);
+    }
+    for (int it = 0; it < steps; ++it) {
+      const int stage = it % kStages;
+      const int entry = tile_list[it % tile_count];
+      const int head = head0 + it / tile_count;
+      const int q0 = (entry >> 1) * kBlockM;
+      const int64_t q_row0 = int64_t(batch) * p.seqlen_q + q0;
+      mbarrier_wait(&smem.q_empty[stage], ((it / kStages) & 1) ^ 1);
+      if (lane == 0) {
+        mbarrier_expect_bytes(&smem.q_full[stage], 2 * Traits::kQElems * sizeof(Element));
+        for (int b = 0; b < kColBlocks; ++b) {
+          tma_load_3d(smem.q[stage] + b * kBlockM * kSwizzleCols, &maps.q, b * kSwizzleCols, head,
+                      int(q_row0), &smem.q_full[stage]);
+          tma_load_3d(smem.dout[stage] + b * kBlockM * kSwizzleCols, &maps.dout, b * kSwizzleCols,
+                      head, int(q_row0), &smem.q_full[stage]);
+        }
+      }
+      const int64_t vec0 = (int64_t(batch) * p.num_heads_q + head) * p.seqlen_q;
+      for (int i = lane; i < kBlockM; i += kWarpSize) {
+        const int row = q0 + i;
+        const bool in_range = row < p.seqlen_q;
+        const float lse = in_range ? p.lse[vec0 + row] : -INFINITY;
+        float* terms = &smem.row_terms[stage][i / 2].x;
+        terms[i % 2] = lse == -INFINITY ? INFINITY : lse * kLog2e;
+        terms[2 + i % 2] = in_range ? p.delta[vec0 + row] : 0.0f;
+        if (entry & 1) {
+          const int64_t token = q_row0 + i;
+          const VisibleKeys keys = visible_keys(in_range ? p.segment_ids_q[token] : 0,
+                                                in_range ? p.positions_q[token] : 0, p.mask);
+          smem.visible[stage][i] = make_int4(keys.segment, keys.pos_lo, keys.pos_hi, 0);
+        }
+      }
+      mbarrier_arrive(&smem.q_full[stage]);  // after this lane's row vectors are written
+    }
+    return;
+  }
+
+  // ---- consumer warpgroups ----
+  set_max_registers_inc<Traits::kConsumerRegisters>();
+  const int warpgroup = threadIdx.x / kWarpgroupThreads;
+  const int warp_in_group = warp % 4;
+  const int quad_row = lane / 4;
+  const int quad_col = (lane % 4) * 2;
+  const int key_row0 = 64 * warpgroup + 16 * warp_in_group;  // this warp's first key of the tile
+
+  // Segment id and position of this thread's two keys (g, g + 8); keys past seqlen_k: padding.
+  int32_t key_segment[2];
+  int32_t key_position[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int key = n0 + key_row0 + quad_row + 8 * r;
+    const bool in_range = key < p.seqlen_k;
+    const int64_t token = int64_t(batch) * p.seqlen_k + key;
+    key_segment[r] = in_range ? p.segment_ids_k[token] : 0;
+    key_position[r] = in_range ? p.positions_k[token] : 0;
+  }
+
+  float acc_dv[kHTiles][4] = {};
+  float acc_dk[kHTiles][4] = {};
+
+  // K-major descriptors of this warpgroup's 64 keys of K and V (A of S^T and dP^T).
+  const uint32_t kv_rows_offset = warpgroup * 64 * kSwizzleLineBytes;
+  const uint64_t desc_k_rows =
+      advance_descriptor(smem_descriptor(smem.k, kChunkBytes, kSwizzleAtomBytes), kv_rows_offset);
+  const uint64_t desc_v_rows =
+      advance_descriptor(smem_descriptor(smem.v, kChunkBytes, kSwizzleAtomBytes), kv_rows_offset);
+  // MN-major descriptor of K's 64-column block `warpgroup` (B of this warpgroup's dQ half).
+  const uint64_t desc_k_cols = advance_descriptor(
+      smem_descriptor(smem.k, kBlockBytesKV, kSwizzleAtomBytes), warpgroup * kBlockBytesKV);
+
+  // dq rows of a query head, this warpgroup's 64 columns.
+  const auto dq_row = [&](int query, int head) {
+    return p.dq + (int64_t(batch) * p.seqlen_q + query) * p.row_stride_q +
+           int64_t(head) * kHeadDim + warpgroup * kSwizzleCols;
+  };
+  // Tiled dQ: each step stages its rows in smem.dq (right after its dQ MMAs); lane 0 issues their
+  // two tensor reductions during the next step's S^T and dP^T MMAs (or after the loop), off the
+  // critical path.
+  constexpr bool kTiles = kAdd == GradAdd::kTiles;
+  float* const dq_stage = &smem.dq[warp][0][0];
+  struct DqRows {
+    int query0;  // this warp's first staged query row
+    int head;
+  };
+  DqRows staged_rows{0, 0};
+  const auto add_staged_dq = [&] {
+    fence_proxy_async_shared();  // the staging stores, before the bulk engine reads them
+    __syncwarp();
+    if (lane != 0) return;
+    reduce_grad_boxes(&maps.dq, dq_stage, kDqBoxes, warpgroup * kSwizzleCols, staged_rows.head,
+                      staged_rows.query0, batch);
+    bulk_commit_group();
+  };
+
+  mbarrier_wait(&smem.kv_full, 0);
+  for (int it = 0; it < steps; ++it) {
+    const int stage = it % kStages;
+    const int entry = tile_list[it % tile_count];
+    const int head = head0 + it / tile_count;
+    const int q0 = (entry >> 1) * kBlockM;
+    mbarrier_wait(&smem.q_full[stage], (it / kStages) & 1);
+
+    // S^T = K_w Q^T and dP^T = V_w dO^T: 64 keys x 64 queries each, fp32.
+    float s[1][kSTiles][4];
+    float dp[kSTiles][4];
+    const uint64_t desc_q = smem_descriptor(smem.q[stage], kChunkBytes, kSwizzleAtomBytes);
+    const uint64_t desc_do = smem_descriptor(smem.dout[stage], kChunkBytes, kSwizzleAtomBytes);
+    wgmma_fence();
+#pragma unroll
+    for (int d = 0; d < kDSteps; ++d) {
+      const uint32_t in_block = (d % kStepsPerBlock) * kStepBytes;
+      const uint32_t offset_kv = (d / kStepsPerBlock) * kBlockBytesKV + in_block;
+      const uint32_t offset_q = (d / kStepsPerBlock) * kBlockBytesQ + in_block;
+      MmaS::template ss<0>(s[0], advance_descriptor(desc_k_rows, offset_kv),
+                           advance_descriptor(desc_q, offset_q), d > 0);
+      MmaS::template ss<0>(dp, advance_descriptor(desc_v_rows, offset_kv),
+                           advance_descriptor(desc_do, offset_q), d > 0);
+    }
+    wgmma_commit();
+    if constexpr (kTiles) {
+      if (it > 0) add_staged_dq();  // the previous step's dQ, while S^T and dP^T run
+    }
+    wgmma_wait<0>();
+    fence_accumulators(s[0]);
+    fence_accumulators(dp);
+
+    // P^T = 2^(s scale log2 e - lse log2 e) (0 where masked), dS^T = P^T (dP^T - delta); packed
+    // as A fragments (k16 step kk = query columns 16 kk .. 16 kk + 15).
+    const bool partial = (entry & 1) != 0;
+    uint32_t p_frag[kQSteps][4];
+    uint32_t ds_frag[kQSteps][4];
+#pragma unroll
+    for (int t = 0; t < kSTiles; ++t) {
+      const float4 terms = smem.row_terms[stage][(8 * t + quad_col) / 2];
+#pragma unroll
+      for (int j = 0; j < 2; ++j) {
+        const int col = 8 * t + quad_col + j;
+        const float lse_log2 = j == 0 ? terms.x : terms.y;
+        const float delta = j == 0 ? terms.z : terms.w;
+        VisibleKeys keys{};
+        if (partial) {
+          const int4 visible = smem.visible[stage][col];
+          keys = VisibleKeys{visible.x, visible.y, visible.z};
+        }
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+          float prob = fast_exp2(fmaf(s[0][t][2 * r + j], p.scale_log2, -lse_log2));
+          if (partial && !keys.contains(key_segment[r], key_position[r])) prob = 0.0f;
+          s[0][t][2 * r + j] = prob;
+          dp[t][2 * r + j] = prob * (dp[t][2 * r + j] - delta);
+        }
+      }
+    }
+#pragma unroll
+    for (int kk = 0; kk < kQSteps; ++kk) {
+      p_frag[kk][0] = Ops::pack(s[0][2 * kk][0], s[0][2 * kk][1]);
+      p_frag[kk][1] = Ops::pack(s[0][2 * kk][2], s[0][2 * kk][3]);
+      p_frag[kk][2] = Ops::pack(s[0][2 * kk + 1][0], s[0][2 * kk + 1][1]);
+      p_frag[kk][3] = Ops::pack(s[0][2 * kk + 1][2], s[0][2 * kk + 1][3]);
+      ds_frag[kk][0] = Ops::pack(dp[2 * kk][0], dp[2 * kk][1]);
+      ds_frag[kk][1] = Ops::pack(dp[2 * kk][2], dp[2 * kk][3]);
+      ds_frag[kk][2] = Ops::pack(dp[2 * kk + 1][0], dp[2 * kk + 1][1]);
+      ds_frag[kk][3] = Ops::pack(dp[2 * kk + 1][2], dp[2 * kk + 1][3]);
+    }
+
+    // dV_w += P^T dO and dK_w += dS^T Q: B = dO, Q read MN-major (query rows are the k16 steps).
+    const uint64_t desc_do_mn = smem_descriptor(smem.dout[stage], kBlockBytesQ, kSwizzleAtomBytes);
+    const uint64_t desc_q_mn = smem_descriptor(smem.q[stage], kBlockBytesQ, kSwizzleAtomBytes);
+    fence_accumulators(acc_dv);
+    fence_accumulators(acc_dk);
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < kQSteps; ++kk) {
+      MmaKV::template rs<1>(acc_dv, p_frag[kk], advance_descriptor(desc_do_mn, kk * kRowStepBytes),
+                            true);
+      MmaKV::template rs<1>(acc_dk, ds_frag[kk], advance_descriptor(desc_q_mn, kk * kRowStepBytes),
+                            true);
+    }
+    wgmma_commit();
+
+    // dS^T to shared memory (keys x queries, one 128-byte swizzled line per key), then both
+    // warpgroups' halves are in place for dQ. Two buffers: the barrier of step it + 1 is only
+    // passed once both warpgroups have finished step it's dQ.
+    // stmatrix: ds_frag[kk][2 half + r] is the 8 x 8 matrix of keys + 8 r, query chunk 2 kk + half;
+    // lane i addresses row i % 8 of matrix i / 8.
+    Element* ds_tile = smem.ds[it & 1];
+    {
+      const int matrix = lane / 8;
+      const int key = key_row0 + lane % 8 + 8 * (matrix % 2);
+#pragma unroll
+      for (int kk = 0; kk < kQSteps; ++kk) {
+        const int chunk = 2 * kk + matrix / 2;
+        stmatrix_x4(ds_frag[kk], ds_tile + key * kSwizzleCols + (chunk ^ (key % 8)) * kChunkElems);
+      }
+    }
+    fence_proxy_async_shared();
+    named_barrier_sync(1, Traits::kNumConsumerThreads);
+
+    // dQ[:, 64 w, 64 w + 64) = dS K: A = dS (queries x keys) read MN-major from dS^T, B = K's
+    // 64-column block w read MN-major; the keys are the k16 steps.
+    float dq[kQTilesHalf][4];
+    const uint64_t desc_ds = smem_descriptor(ds_tile, kSwizzleAtomBytes, kSwizzleAtomBytes);
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < kKSteps; ++kk)
+      MmaS::template ss<1, 1>(dq, advance_descriptor(desc_ds, kk * kRowStepBytes),
+                              advance_descriptor(desc_k_cols, kk * kRowStepBytes), kk > 0);
+    wgmma_commit();
+    wgmma_wait<0>();
+    fence_accumulators(acc_dv);
+    fence_accumulators(acc_dk);
+    fence_accumulators(dq);
+    // Q, dO and the row vectors done. Every thread arrives: an arrival releases only its own
+    // reads of the row vectors, which the producer overwrites next (one arrival per warp after
+    // __syncwarp is flagged by racecheck).
+    mbarrier_arrive(&smem.q_empty[stage]);
+
+    // dq[query, head, 64 w ...) += scale dQ half: this warp's rows 16 (warp % 4) .. + 15.
+    if constexpr (kTiles) {
+      if (lane == 0) bulk_wait_group<0, true>();  // the previous step's rows have been read
+      __syncwarp();
+      stage_grad_rows(dq_stage, dq, p.scale, quad_row, quad_col);
+      staged_rows = DqRows{q0 + 16 * warp_in_group, head};  // added during the next S^T, dP^T
+    } else {
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const int query = q0 + 16 * warp_in_group + quad_row + 8 * r;
+        if (query >= p.seqlen_q) continue;
+#pragma unroll
+        for (int t = 0; t < kQTilesHalf; ++t)
+          atomicAdd(reinterpret_cast<float2*>(dq_row(query, head) + 8 * t + quad_col),
+                    make_float2(p.scale * dq[t][2 * r], p.scale * dq[t][2 * r + 1]));
+      }
+    }
+  }
+  if constexpr (kTiles) {
+    add_staged_dq();  // the last step's rows
+
+    // dK += scale dK_tile, dV += dV_tile: this warp's 16 keys staged in the K / V tiles and the
+    // Q / dO stages (free once both warpgroups are past their last MMAs), added by 4 + 4 tensor
+    // reductions of [16][32] boxes.
+    constexpr int kWarpStageFloats = kGradBoxRows * kHeadDim;  // 16 keys x head_dim
+    static_assert(offsetof(Smem, v) == offsetof(Smem, k) + sizeof(Smem::k) &&
+                  offsetof(Smem, dout) == offsetof(Smem, q) + sizeof(Smem::q) &&
+                  sizeof(Smem::k) + sizeof(Smem::v) >= kConsumerWarps * kWarpStageFloats * 4 &&
+                  sizeof(Smem::q) + sizeof(Smem::dout) >= kConsumerWarps * kWarpStageFloats * 4);
+    named_barrier_sync(1, Traits::kNumConsumerThreads);
+    float* const dk_stage = reinterpret_cast<float*>(smem.k) + warp * kWarpStageFloats;
+    float* const dv_stage = reinterpret_cast<float*>(&smem.q[0][0]) + warp * kWarpStageFloats;
+    stage_grad_rows(dk_stage, acc_dk, p.scale, quad_row, quad_col);
+    stage_grad_rows(dv_stage, acc_dv, 1.0f, quad_row, quad_col);
+    fence_proxy_async_shared();
+    __syncwarp();
+    if (lane == 0) {
+      constexpr int kBoxes = kHeadDim / kGradBoxCols;
+      reduce_grad_boxes(&maps.dk, dk_stage, kBoxes, 0, h_kv, n0 + key_row0, batch);
+      reduce_grad_boxes(&maps.dv, dv_stage, kBoxes, 0, h_kv, n0 + key_row0, batch);
+      bulk_commit_group();
+      bulk_wait_group<0, false>();  // shared memory stays until the adds are done
+    }
+  } else {
+    // dK += scale dK_tile, dV += dV_tile (fp32): atomics when several CTAs share the key tile.
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const int key = n0 + key_row0 + quad_row + 8 * r;
+      if (key >= p.seqlen_k) continue;
+      const int64_t row_offset = (int64_t(batch) * p.seqlen_k + key) * p.row_stride_k +
+                                 int64_t(h_kv) * kHeadDim + quad_col;
+#pragma unroll
+      for (int t = 0; t < kHTiles; ++t) {
+        float2* dk = reinterpret_cast<float2*>(p.dk + row_offset + 8 * t);
+        float2* dv = reinterpret_cast<float2*>(p.dv + row_offset + 8 * t);
+        const float2 dk_add = make_float2(__fmul_rn(p.scale, acc_dk[t][2 * r]),
+                                          __fmul_rn(p.scale, acc_dk[t][2 * r + 1]));
+        const float2 dv_add = make_float2(acc_dv[t][2 * r], acc_dv[t][2 * r + 1]);
+        bwd::add_pair(dk, dk_add, p.head_splits > 1);
+        bwd::add_pair(dv, dv_add, p.head_splits > 1);
+      }
+    }
+  }
+#else
+  __trap();  // built without sm_90a code: the launcher never selects this kernel
+#endif
+}
+
+template <class Element>
+void launch_backward_wgmma(BackwardParams params, const BackwardTensorMaps& maps,
+                           GradientAdd grad_add, cudaStream_t stream) {
+  using Traits = BackwardWgmmaTraits<Element>;
+  params.accumulate_dq = true;
+  TilePlan plan = plan_tiles(params.segment_ids_k, params.positions_k, params.seqlen_k,
+                             Traits::kBlockN, params.segment_ids_q, params.positions_q,
+                             params.seqlen_q, Traits::kBlockM, params.batch,
+                             /*lists_of_queries=*/true, params.mask, stream);
+  params.num_tiles_k = plan.num_mine;
+  params.num_tiles_q = plan.num_others;
+  params.tile_lists = plan.lists;
+  params.tile_counts = plan.counts;
+  params.tile_order = plan.order;
+
+  BackwardTensorMaps all_maps = maps;
+  const bool tile_map = encode_fp32_tile_map(&all_maps.dq, params.dq, params.batch, params.seqlen_q,
+                                             params.num_heads_q, Traits::kHeadDim,
+                                             params.row_stride_q, kGradBoxRows, kGradBoxCols) &&
+                        encode_fp32_tile_map(&all_maps.dk, params.dk, params.batch, params.seqlen_k,
+                                             params.num_heads_kv, Traits::kHeadDim,
+                                             params.row_stride_k, kGradBoxRows, kGradBoxCols) &&
+                        encode_fp32_tile_map(&all_maps.dv, params.dv, params.batch, params.seqlen_k,
+                                             params.num_heads_kv, Traits::kHeadDim,
+                                             params.row_stride_k, kGradBoxRows, kGradBoxCols);
+  RINGPACK_CHECK(tile_map || grad_add != GradientAdd::kTma,
+                 "--backward-grad-add tma: TMA cannot describe dq, dk or dv (16-byte aligned "
+                 "bases, rows a multiple of 16 bytes apart); use --backward-grad-add auto");
+  auto kernel = tile_map && grad_add != GradientAdd::kAtomics
+                    ? backward_wgmma_kernel<Traits, GradAdd::kTiles>
+                    : backward_wgmma_kernel<Traits, GradAdd::kAtomics>;
+  constexpr int kSmemBytes = int(sizeof(BackwardWgmmaSmem<Traits>));
+  RINGPACK_CUDA_CHECK(
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
+  const dim3 grid(params.batch * params.num_tiles_k, params.num_heads_kv * params.head_splits);
+  kernel<<<grid, Traits::kNumThreads, kSmemBytes, stream>>>(params, all_maps);
+  RINGPACK_CHECK_LAUNCH();
+  plan.release(stream);
+}
+
+}  // namespace ringpack::cuda

@@ -1,0 +1,71 @@
+// The Hopper (sm_90a) dK/dV/dQ backward (backward/kernel_sm90.h): its tile choices and its
+// launcher, instantiated in src/cuda/instances/backward_hd128_*_sm90.cu. The launcher plans the
+// step's tiles on the device (tiles/tile_lists.h: per key tile, the query tiles that are not
+// skipped, heaviest key tiles first) and launches one CTA per (key tile, kv head, head split).
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include "cuda/backward/params.h"
+#include "ringpack/attention.h"
+
+namespace ringpack::cuda {
+
+// Tiles (head_dim 128 only): a CTA owns kBlockN = 128 keys, 64 per consumer warpgroup, whose dK
+// and dV (64 + 64 fp32 registers a thread) stay in registers; it walks query tiles of kBlockM =
+// 64 (S^T and dP^T: 32 + 32 registers; dQ half: 32). Shared memory: K, V 32 KB each, two stages
+// of Q and dO (16 KB each), two dS^T buffers (16 KB each), the staged dQ tiles (32 KB): 192 KB. One
+// CTA per SM, 384 threads: setmaxnreg gives 240 registers to each consumer and 24 to each producer
+// thread.
+template <class Element_>
+struct BackwardWgmmaTraits {
+  using Element = Element_;
+  static constexpr int kHeadDim = 128;
+  static constexpr int kBlockN = 128;  // keys per CTA: 64 per consumer warpgroup
+  static constexpr int kBlockM = 64;   // queries per step
+  static constexpr int kStages = 2;
+  static constexpr int kNumConsumerThreads = 2 * 128;
+  static constexpr int kNumThreads = kNumConsumerThreads + 128;
+  static constexpr int kConsumerRegisters = 240;
+  static constexpr int kProducerRegisters = 24;
+  static constexpr int kKVElems = kBlockN * kHeadDim;
+  static constexpr int kQElems = kBlockM * kHeadDim;
+  static constexpr int kDsElems = kBlockN * kBlockM;
+};
+
+// How the backward adds dQ (each step) and dK / dV (at the end) to the fp32 accumulators:
+// kTiles stages them in shared memory and adds them by TMA tensor reductions (needs TMA maps of
+// dq, dk, dv: 16-byte aligned, rows a multiple of 16 bytes apart); kAtomics adds float2 pairs from
+// registers (8-byte alignment). BackendOptions::backward_grad_add chooses (GradientAdd: kAuto takes
+// kTiles where the maps encode).
+enum class GradAdd { kAtomics, kTiles };
+
+// The boxes of the kTiles reductions: one consumer warp's 16 rows x 32 fp32 columns (128 bytes,
+// the widest box the 128-byte swizzle allows).
+constexpr int kGradBoxRows = 16;
+constexpr int kGradBoxCols = 32;
+constexpr int kGradBoxFloats = kGradBoxRows * kGradBoxCols;
+constexpr int kDqBoxes = 64 / kGradBoxCols;  // boxes of a warpgroup's 64-column dQ half
+
+// Whether the Hopper backward serves a configuration: head_dim 128, not deterministic (the
+// deterministic mode uses the mma.sync kernels).
+constexpr bool backward_has_wgmma(int head_dim, bool deterministic) {
+  return head_dim == BackwardWgmmaTraits<__half>::kHeadDim && !deterministic;
+}
+
+// params: every field of the step (make_backward_params, head_splits included: CTAs per (key
+// tile, kv head)); the tile fields are filled here. The gradients are added as `grad_add` says.
+template <class Element>
+void launch_backward_wgmma(BackwardParams params, const BackwardTensorMaps& maps,
+                           GradientAdd grad_add, cudaStream_t stream);
+
+#define RINGPACK_BACKWARD_WGMMA_INSTANCE(kind, element)                                        \
+  kind template void launch_backward_wgmma<element>(BackwardParams, const BackwardTensorMaps&, \
+                                                    GradientAdd, cudaStream_t)
+
+RINGPACK_BACKWARD_WGMMA_INSTANCE(extern, __nv_bfloat16);
+RINGPACK_BACKWARD_WGMMA_INSTANCE(extern, __half);
+
+}  // namespace ringpack::cuda

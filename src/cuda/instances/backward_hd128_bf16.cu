@@ -1,7 +1,0 @@
-// Explicit instantiation of the CUDA backward for bf16, head_dim 128.
-#include "cuda/backward_launch_template.h"
-
-namespace ringpack::cuda {
-template void run_backward_instance<__nv_bfloat16, 128>(BackwardParams, const KernelOptions&,
-                                                        cudaStream_t);
-}  // namespace ringpack::cuda

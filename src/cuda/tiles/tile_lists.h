@@ -1,0 +1,44 @@
+// The mask policy at tile granularity, on the device, for whole steps: from the tile ranges of
+// both sides (tiles/tile_ranges.h), per tile of one side the list of tiles of the other side that
+// are not skipped (src/core/tile_mask.h classifies), and an order of the tiles by list length.
+// Stream-ordered, no host synchronisation.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "core/tile_mask.h"
+#include "ringpack/mask.h"
+
+namespace ringpack::cuda {
+
+// One step's tile plan in one stream-ordered device allocation: tile ranges of both sides, then
+// per tile of "my" side the list of tiles of the other side that are not skipped, the list
+// lengths and the heaviest-first order of my tiles. Free with release(stream) once the kernels
+// that read it are enqueued.
+struct TilePlan {
+  int num_mine = 0;    // tiles per row on my side
+  int num_others = 0;  // tiles per row on the other side
+  TileRange* ranges_mine = nullptr;
+  TileRange* ranges_others = nullptr;
+  int32_t* lists = nullptr;   // [batch * num_mine, num_others]
+  int32_t* counts = nullptr;  // [batch * num_mine]
+  int32_t* order = nullptr;   // [batch * num_mine]
+  void* scratch = nullptr;    // the one allocation all of the above live in
+  void release(cudaStream_t stream);
+};
+
+// Side "mine": seqlen_mine tokens per row in tiles of tile_mine (segment ids, positions:
+// [batch, seqlen] on the device); likewise the other side. For tile i of row b on my side
+// (slot = b * num_mine + i), lists[slot * num_others + j], j < counts[slot], are the tiles of row
+// b on the other side that are not skipped against it, in increasing order, as
+// (tile << 1) | partial; order[rank] = slot by descending count (ties by slot).
+// lists_of_queries: the other side is the query side (the backward's key-tile CTAs) rather than
+// the key side (the forward's query-tile CTAs).
+TilePlan plan_tiles(const int32_t* segment_ids_mine, const int32_t* positions_mine, int seqlen_mine,
+                    int tile_mine, const int32_t* segment_ids_others,
+                    const int32_t* positions_others, int seqlen_others, int tile_others, int batch,
+                    bool lists_of_queries, const MaskSpec& mask, cudaStream_t stream);
+
+}  // namespace ringpack::cuda
