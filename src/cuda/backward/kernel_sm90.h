@@ -373,7 +373,7 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
       }
     }
     fence_proxy_async_shared();
-    named_barrier_sync(1, Traits::kNumConsumerThreads);
+    named_barrier_sync(NamedBarrier::kConsumers, Traits::kNumConsumerThreads);
 
     // dQ[:, 64 w, 64 w + 64) = dS K: A = dS (queries x keys) read MN-major from dS^T, B = K's
     // 64-column block w read MN-major; the keys are the k16 steps.
@@ -423,7 +423,7 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
                   offsetof(Smem, dout) == offsetof(Smem, q) + sizeof(Smem::q) &&
                   sizeof(Smem::k) + sizeof(Smem::v) >= kConsumerWarps * kWarpStageFloats * 4 &&
                   sizeof(Smem::q) + sizeof(Smem::dout) >= kConsumerWarps * kWarpStageFloats * 4);
-    named_barrier_sync(1, Traits::kNumConsumerThreads);
+    named_barrier_sync(NamedBarrier::kConsumers, Traits::kNumConsumerThreads);
     float* const dk_stage = reinterpret_cast<float*>(smem.k) + warp * kWarpStageFloats;
     float* const dv_stage = reinterpret_cast<float*>(&smem.q[0][0]) + warp * kWarpStageFloats;
     stage_grad_rows(dk_stage, acc_dk, p.scale, quad_row, quad_col);

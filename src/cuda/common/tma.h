@@ -101,9 +101,15 @@ __device__ __forceinline__ void bulk_wait_group() {
     asm volatile("cp.async.bulk.wait_group %0;\n" ::"n"(kPending) : "memory");
 }
 
-// Synchronises `threads` threads (whole warps) on named barrier `id` (0 is __syncthreads').
-__device__ __forceinline__ void named_barrier_sync(int id, int threads) {
-  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+// The named barriers of the Hopper kernels: every id a kernel uses is here, so that two roles
+// never share one by accident (0 is __syncthreads', 16 ids in all).
+enum class NamedBarrier : int {
+  kConsumers = 1,  // the consumer warpgroups only (the producer warp runs on)
+};
+
+// Synchronises `threads` threads (whole warps) on named barrier `id`.
+__device__ __forceinline__ void named_barrier_sync(NamedBarrier id, int threads) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(static_cast<int>(id)), "r"(threads) : "memory");
 }
 
 }  // namespace ringpack::cuda

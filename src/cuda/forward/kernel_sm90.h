@@ -269,7 +269,7 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
 
   // Direct: staged through Q's shared memory in the epilogue's own layout, so both warpgroups'
   // MMAs must have finished reading Q (a barrier of the consumer threads only).
-  named_barrier_sync(1, Traits::kNumConsumerThreads);
+  named_barrier_sync(NamedBarrier::kConsumers, Traits::kNumConsumerThreads);
   forward_epilogue<Traits, kMerge>(params, acc_o, row_max, row_sum, smem.q + warp_row0 * kHeadDim,
                                    WarpRows{batch, head, q_begin + warp_row0, lane});
 #else
