@@ -1,12 +1,12 @@
 #include "cli_harness.h"
 
 #include <CLI/CLI.hpp>
-#include <algorithm>
 #include <string>
 #include <vector>
 
 #include "commands.h"
 #include "fuzz_support.h"
+#include "job/batch_assembly.h"
 #include "ringpack/error.h"
 #include "ringpack/job.h"
 
@@ -27,27 +27,12 @@ CliSettings g_settings;
 // job.h's declaration is a compile error here, not the real build_batch linked in.
 ringpack::PackedBatch ringpack::build_batch(const BatchOptions& options) {
   // A layout (a file in the scratch folder, or --segment-ids) is bounded by the fuzz input; a
-  // packed batch by its tokens. Built as src/job/batch_builder.cpp builds it.
+  // packed batch by its tokens. Built as the real build_batch builds it.
   const bool packer = options.layout_file.empty() && !options.layout.has_value();
   const bool small =
       !packer || (options.batch >= 1 && options.seq_len >= 1 &&
                   long(options.batch) * long(options.seq_len) <= fuzz::kMaxSmallBatchTokens);
-  if (fuzz::g_settings.build_small_batches && small) {
-    PackedBatch batch;
-    if (!options.layout_file.empty()) {
-      batch = load_layout_file(options.layout_file);
-    } else if (options.layout.has_value()) {
-      batch = *options.layout;
-    } else {
-      PackerOptions packer_options = options.packer;
-      packer_options.seed = options.seed;
-      if (packer_options.max_doc_length == kQuarterRowDocCap) {
-        packer_options.max_doc_length = std::max(1, options.seq_len / 4);
-      }
-      batch = pack_documents(options.batch, options.seq_len, packer_options);
-    }
-    validate_batch(batch);
-  }
+  if (fuzz::g_settings.build_small_batches && small) (void)assemble_batch(options);
   throw fuzz::OptionsResolved{};
 }
 
