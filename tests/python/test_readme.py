@@ -31,22 +31,28 @@ def _cp_example(rank, world, init_file, result_dir):
     dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank,
                             world_size=world)
     try:
-        torch.manual_seed(0)  # every rank holds the same whole batch, as the example says
-        first, cp = python_blocks()[:2]
-        scope = {}
-        exec(compile(first, "README.md (first Python example)", "exec"), scope)
-        # The CP example as printed, on the CPU: its device is the only change.
-        scope.update(rank=rank, world=world, group=dist.group.WORLD)
-        exec(compile(cp.replace('device="cuda"', 'device="cpu"'), "README.md (CP example)",
-                     "exec"), scope)
-        plan, out_r = scope["plan"], scope["out_r"]
-        assert out_r.shape[1] == plan.shard_layout(rank, device="cpu")[0].shape[1]
-        # Unsharded, the ranks' outputs are the single-device output of the first example.
-        whole = scope["rt"].unshard(out_r.detach(), plan, group=dist.group.WORLD)
-        torch.testing.assert_close(whole, scope["out"].detach(), rtol=1e-5, atol=1e-5)
-        open(os.path.join(result_dir, f"ok{rank}"), "w").close()
+        _run_cp_example(rank, world, result_dir)
     finally:
+        # The example's names (the group among them) are gone by now: a gloo group that
+        # outlives destroy_process_group aborts the process at exit.
         dist.destroy_process_group()
+
+
+def _run_cp_example(rank, world, result_dir):
+    torch.manual_seed(0)  # every rank holds the same whole batch, as the example says
+    first, cp = python_blocks()[:2]
+    scope = {}
+    exec(compile(first, "README.md (first Python example)", "exec"), scope)
+    # The CP example as printed, on the CPU: its device is the only change.
+    scope.update(rank=rank, world=world, group=dist.group.WORLD)
+    exec(compile(cp.replace('device="cuda"', 'device="cpu"'), "README.md (CP example)", "exec"),
+         scope)
+    plan, out_r = scope["plan"], scope["out_r"]
+    assert out_r.shape[1] == plan.shard_layout(rank, device="cpu")[0].shape[1]
+    # Unsharded, the ranks' outputs are the single-device output of the first example.
+    whole = scope["rt"].unshard(out_r.detach(), plan, group=dist.group.WORLD)
+    torch.testing.assert_close(whole, scope["out"].detach(), rtol=1e-5, atol=1e-5)
+    open(os.path.join(result_dir, f"ok{rank}"), "w").close()
 
 
 def test_readme_cp_example_runs_over_gloo():
