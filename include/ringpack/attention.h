@@ -85,6 +85,12 @@ class AttentionBackend {
   virtual void forward(const AttentionStep& step, const ForwardAccumulators& acc) = 0;
   virtual void backward(const AttentionStep& step, const BackwardInputs& in,
                         const BackwardAccumulators& acc) = 0;
+  // The whole attention of `step` (every key of it, no accumulators): out [batch, seqlen_q,
+  // num_heads_q, head_dim] in the step's dtype and lse [batch, num_heads_q, seqlen_q] (fp32),
+  // both overwritten. What a single-device op or a kernel benchmark runs. The default goes
+  // through fp32 accumulators (allocate, fill, forward, cast_from_f32); the CUDA backend writes
+  // the dtype directly from its epilogue.
+  virtual void forward_direct(const AttentionStep& step, void* out, float* lse);
 
   // Memory of this backend's space, and copies to/from the host.
   virtual void* allocate(size_t bytes) = 0;

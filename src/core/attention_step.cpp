@@ -1,6 +1,8 @@
 // The contract of one AttentionStep shared by every backend (include/ringpack/attention.h): the
-// default softmax scale and the checks of a step's sizes and pointers.
+// default softmax scale, the checks of a step's sizes and pointers, and the default
+// forward_direct.
 #include <cmath>
+#include <limits>
 #include <string>
 
 #include "ringpack/attention.h"
@@ -25,6 +27,21 @@ void check_attention_step(const AttentionStep& step, const std::string& backend)
   RINGPACK_CHECK(empty || (step.q && step.k && step.v && step.segment_ids_q && step.positions_q &&
                            step.segment_ids_k && step.positions_k),
                  backend, " backend: a step tensor (q, k, v, segment ids or positions) is null");
+}
+
+void AttentionBackend::forward_direct(const AttentionStep& step, void* out, float* lse) {
+  check_attention_step(step, name());
+  const AttentionDims& d = step.dims;
+  RINGPACK_CHECK(out != nullptr && lse != nullptr, name(),
+                 " backend: forward outputs are missing (out / lse)");
+  const size_t out_count = size_t(d.batch) * d.seqlen_q * d.num_heads_q * d.head_dim;
+  const size_t lse_count = size_t(d.batch) * d.num_heads_q * d.seqlen_q;
+  auto* acc = static_cast<float*>(allocate(out_count * sizeof(float)));
+  fill(acc, out_count, 0.0f);
+  fill(lse, lse_count, -std::numeric_limits<float>::infinity());
+  forward(step, {acc, lse});
+  cast_from_f32(out, step.dtype, acc, out_count);
+  deallocate(acc);  // stream-ordered on a device, so after the cast
 }
 
 }  // namespace ringpack

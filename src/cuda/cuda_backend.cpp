@@ -78,6 +78,11 @@ class CudaBackend final : public AttentionBackend {
     cuda::run_forward(step, acc, kernel_options_, stream_);
   }
 
+  void forward_direct(const AttentionStep& step, void* out, float* lse) override {
+    bind();
+    cuda::run_forward_direct(step, out, lse, kernel_options_, stream_);
+  }
+
   void backward(const AttentionStep& step, const BackwardInputs& in,
                 const BackwardAccumulators& acc) override {
     bind();

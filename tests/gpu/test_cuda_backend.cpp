@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <memory>
 #include <vector>
 
@@ -254,6 +255,15 @@ TEST_F(CudaBackendTest, Cp1ForwardEqualsTheDirectKernel) {
   for (size_t i = 0; i < l_count; ++i)
     differing += lse[i] != expected_lse[i] ? 1 : 0;  // -inf == -inf holds
   EXPECT_EQ(differing, 0u);
+
+  // The backend's forward_direct is the direct kernel, on the backend's stream.
+  DeviceBuffer backend_out = poisoned_buffer(o_count, p.dtype);
+  DeviceBuffer backend_lse = poisoned_buffer(l_count, DType::kF32);
+  backend->forward_direct(p.step, backend_out.data(), backend_lse.as<float>());
+  backend->synchronize();
+  EXPECT_EQ(download_as_float(backend_out, p.dtype, o_count), expected_out);
+  const std::vector<float> backend_lse_host = to_host<float>(backend_lse, l_count);
+  EXPECT_EQ(std::memcmp(backend_lse_host.data(), expected_lse.data(), l_count * sizeof(float)), 0);
 
   // And both match the reference.
   const ReferenceForward ref = reference_forward(p.reference);
