@@ -140,6 +140,47 @@ struct CpBenchReport {
 
 CpBenchReport bench_cp_job(const CpBenchOptions& options, const ProgressFn& progress = {});
 
+// One backend's kernels timed on one batch, as one device runs a whole row (docs/design.md §8):
+// forward_direct (out in the dtype, lse), then compute_delta + backward, each `reps` times after
+// `warmup`, timed by the backend's timeline (CUDA events on a GPU). Then one fresh forward and
+// backward is compared with the fp64 reference (verify_run: every element of out, lse, dq, dk,
+// dv, with the run's tolerances).
+struct KernelBenchOptions {
+  BatchOptions batch;  // heads, head_dim, dtype, mask, seed (the inputs); cp and reorder unused
+  int warmup = 5;
+  int reps = 30;
+  bool backward = true;
+  // Unset: on when the reference is cheap enough (the GPU reference for the CUDA backend, the
+  // CPU reference for small rows); the report says when it was skipped.
+  std::optional<bool> verify;
+};
+
+struct KernelTiming {
+  double median_ms = 0.0;
+  double min_ms = 0.0;
+  double max_ms = 0.0;
+};
+
+struct KernelBenchReport {
+  std::string backend;
+  KernelTiming forward;
+  KernelTiming backward;  // zeros without KernelBenchOptions::backward
+  bool verified = false;
+  std::string verify_note;  // the reference, or why it was skipped
+  std::vector<TensorError> errors;
+  bool passed = false;  // verified and every tensor within tolerance
+};
+
+// Runs on `backend` (its stream and memory); throws ringpack::Error for an unsupported
+// configuration before any work.
+KernelBenchReport bench_kernels(const PackedBatch& batch, const KernelBenchOptions& options,
+                                AttentionBackend& backend, BackendKind kind,
+                                const ProgressFn& progress = {});
+
+// The device a backend of `kind` runs on, for report headers: the GPU's name for CUDA, "cpu"
+// otherwise.
+std::string backend_device_name(BackendKind kind, const BackendOptions& options);
+
 struct PlanReport {
   BatchOptions options;
   Plan plan;

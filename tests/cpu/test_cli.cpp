@@ -610,6 +610,33 @@ TEST_F(CliTest, BenchRejectsBadWorkloadsAndAMissingLayoutsOut) {
   expect_bad_input("bench --workloads dense-abck", {"dense-abck", "'abc'"});
 }
 
+// bench runs behind the backend interface: on the CPU backend it times and checks a small
+// workload (forward and backward against the fp64 reference) and reports it in the JSON.
+TEST_F(CliTest, BenchOnTheCpuBackendChecksForwardAndBackward) {
+  const CliResult result =
+      run("bench --backend cpu --workloads packed-1k --heads-q 2 --heads-kv 1 --head-dim 16 "
+          "--warmup 1 --reps 2 --json {dir}/bench.json");
+  ASSERT_EQ(result.status, 0) << result.err;
+  EXPECT_NE(result.out.find("cpu backend"), std::string::npos) << result.out;
+  const json bench = json::parse(read_text(path("bench.json")));
+  EXPECT_EQ(bench.at("backend"), "cpu");
+  const json& entry = bench.at("results").at(0);
+  EXPECT_EQ(entry.at("pass"), "yes");
+  std::vector<std::string> tensors;
+  for (const json& check : entry.at("checks")) {
+    tensors.push_back(check.at("tensor"));
+    EXPECT_TRUE(check.at("passed").get<bool>()) << check.dump();
+  }
+  EXPECT_EQ(tensors, (std::vector<std::string>{"out", "lse", "dq", "dk", "dv"}));
+  EXPECT_GT(entry.at("bwd_ms").get<double>(), 0.0);
+
+  const CliResult unchecked =
+      run("bench --backend cpu --workloads dense-1k --heads-q 2 --heads-kv 1 --head-dim 16 "
+          "--warmup 0 --reps 1 --no-verify --no-backward");
+  ASSERT_EQ(unchecked.status, 0) << unchecked.err;
+  EXPECT_NE(unchecked.err.find("verification off"), std::string::npos) << unchecked.err;
+}
+
 // Sizes past the limits are rejected before anything large is allocated: under a 1 GiB
 // address-space limit they still get the size message, not an allocation failure.
 TEST_F(CliTest, SizeLimitsAreCheckedBeforeAllocating) {
