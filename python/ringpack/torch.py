@@ -20,7 +20,6 @@ group's own transport (e.g. gloo). ``unshard(...)`` restores the original order.
 from __future__ import annotations
 
 import dataclasses
-import math
 import weakref
 from typing import Optional, Sequence
 
@@ -124,11 +123,11 @@ def _attention_fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, segment_id
                    scale: float) -> tuple[torch.Tensor, torch.Tensor]:
     _check_supported(q, backward=False)
     batch, seq, heads, _ = q.shape
-    out = torch.zeros(q.shape, dtype=torch.float32, device=q.device)
-    lse = torch.full((batch, heads, seq), -math.inf, dtype=torch.float32, device=q.device)
-    _native.forward_step(q, k, v, segment_ids, positions, segment_ids, positions, out, lse, causal,
-                         window, scale, _stream(q))
-    return out.to(q.dtype), lse
+    out = torch.empty_like(q)
+    lse = torch.empty((batch, heads, seq), dtype=torch.float32, device=q.device)
+    _native.forward_direct(q, k, v, segment_ids, positions, out, lse, causal, window, scale,
+                           _stream(q))
+    return out, lse
 
 
 @_attention_fwd.register_fake
@@ -143,7 +142,9 @@ def _attention_bwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, segment_id
                    dout: torch.Tensor, causal: bool, window: int, scale: float,
                    deterministic: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     _check_supported(q, backward=True)
-    delta = (dout.float() * out.float()).sum(-1).transpose(1, 2).contiguous()
+    batch, seq, heads, _ = q.shape
+    delta = torch.empty((batch, heads, seq), dtype=torch.float32, device=q.device)
+    _native.compute_delta(dout, out, delta, _stream(q))
     dq = torch.zeros(q.shape, dtype=torch.float32, device=q.device)
     dk = torch.zeros(k.shape, dtype=torch.float32, device=q.device)
     dv = torch.zeros(v.shape, dtype=torch.float32, device=q.device)

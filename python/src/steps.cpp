@@ -1,5 +1,7 @@
 // forward_step / backward_step: AttentionBackend::forward and ::backward on DLPack arrays, merged
-// into the caller's fp32 accumulators (include/ringpack/attention.h), on the caller's stream.
+// into the caller's fp32 accumulators (include/ringpack/attention.h); forward_direct (the whole
+// attention, out in the dtype) and compute_delta for the single-device op; all on the caller's
+// stream.
 #include "steps.h"
 
 #include <nanobind/stl/optional.h>
@@ -98,6 +100,41 @@ void forward_step(const Array& q, const Array& k, const Array& v, const Array& s
   backend.forward(step, {static_cast<float*>(out.data), static_cast<float*>(lse.data)});
 }
 
+void forward_direct(const Array& q, const Array& k, const Array& v, const Array& seg,
+                    const Array& pos, const Array& out, const Array& lse, bool causal,
+                    int64_t window, float scale, std::uintptr_t stream, int threads) {
+  const StepArrays a{view(q, "q"),           view(k, "k"),
+                     view(v, "v"),           view(seg, "segment_ids"),
+                     view(pos, "positions"), view(seg, "segment_ids"),
+                     view(pos, "positions")};
+  const AttentionStep step = make_step(a, causal, window, scale);
+  const View o = view(out, "out"), l = view(lse, "lse");
+  const AttentionDims& d = step.dims;
+  if (o.element != a.q.element) expect_element(o, a.q.element);
+  expect_shape(o, {d.batch, d.seqlen_q, d.num_heads_q, d.head_dim});
+  expect_same_place(a.q, {&o});
+  expect_f32(l, {d.batch, d.num_heads_q, d.seqlen_q}, a.q);
+  AttentionBackend& backend = backend_for(key_of(a.q, stream, false, threads));
+  backend.check_supported(step.dtype, d.head_dim, false);
+  nb::gil_scoped_release release;
+  backend.forward_direct(step, o.data, static_cast<float*>(l.data));
+}
+
+void compute_delta(const Array& dout, const Array& out, const Array& delta, std::uintptr_t stream,
+                   int threads) {
+  const View g = view(dout, "dout"), o = view(out, "out"), dl = view(delta, "delta");
+  const DType dtype = attention_dtype(o);
+  expect_shape(o, {-1, -1, -1, -1});
+  const AttentionDims dims{o.dim(0), o.dim(1), o.dim(1), o.dim(2), o.dim(2), o.dim(3)};
+  if (g.element != o.element) expect_element(g, o.element);
+  expect_shape(g, {dims.batch, dims.seqlen_q, dims.num_heads_q, dims.head_dim});
+  expect_same_place(o, {&g});
+  expect_f32(dl, {dims.batch, dims.num_heads_q, dims.seqlen_q}, o);
+  AttentionBackend& backend = backend_for(key_of(o, stream, false, threads));
+  nb::gil_scoped_release release;
+  backend.compute_delta(g.data, o.data, dtype, dims, static_cast<float*>(dl.data));
+}
+
 void backward_step(const Array& q, const Array& k, const Array& v, const Array& seg_q,
                    const Array& pos_q, const Array& seg_k, const Array& pos_k, const Array& dout,
                    const Array& lse, const Array& delta, const Array& dq_acc, const Array& dk_acc,
@@ -160,6 +197,12 @@ void bind_steps(nb::module_& m) {
         "scale"_a, "stream"_a, "threads"_a = 0,
         "Merges softmax(q k^T) v of one key block into the fp32 accumulators out_acc "
         "[B,Sq,Hq,D] and lse_acc [B,Hq,Sq] (initialise 0 and -inf).");
+  m.def("forward_direct", &forward_direct, "q"_a, "k"_a, "v"_a, "segment_ids"_a, "positions"_a,
+        "out"_a, "lse"_a, "causal"_a, "window"_a, "scale"_a, "stream"_a, "threads"_a = 0,
+        "The whole attention of q over k, v (one row of keys per query row): out [B,S,Hq,D] in "
+        "q's dtype and lse [B,Hq,S] (fp32), both overwritten.");
+  m.def("compute_delta", &compute_delta, "dout"_a, "out"_a, "delta"_a, "stream"_a, "threads"_a = 0,
+        "delta [B,Hq,S] (fp32) = rowsum(dout * out) over head_dim.");
   m.def("backward_step", &backward_step, "q"_a, "k"_a, "v"_a, "segment_ids_q"_a, "positions_q"_a,
         "segment_ids_k"_a, "positions_k"_a, "dout"_a, "lse"_a, "delta"_a, "dq_acc"_a, "dk_acc"_a,
         "dv_acc"_a, "causal"_a, "window"_a, "scale"_a, "stream"_a, "threads"_a = 0,
