@@ -7,9 +7,12 @@
 #
 #   scripts/gpu_python_check.sh [all|tests|bench|train]
 #   env: OUT, STEPS (training steps, default 8), CLI (a built ringpack CLI for the bench layouts,
-#        default build-gpu/ringpack)
+#        default build-gpu/ringpack), TRAIN_ATTN (the training example's implementations, default
+#        "ringpack sdpa flex_attention"), TRAIN_TIMEOUT (seconds for them, default 300; Flex's
+#        compile alone can take most of it: TRAIN_ATTN=flex_attention TRAIN_TIMEOUT=500 gives it
+#        a call of its own, its results in train_flex_attention.json)
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 MODE="${1:-all}"
 OUT="${OUT:-$PWD/out}"
 mkdir -p "$OUT" build
@@ -63,10 +66,11 @@ fi
 
 if [[ "$MODE" == all || "$MODE" == train ]]; then
   start=$(date +%s)
-  timeout 300 python3 examples/train_packed_llama.py --device cuda \
-    --attn ringpack sdpa flex_attention --steps "${STEPS:-8}" --json "$OUT/train.json" \
-    >"$OUT/train.log" 2>&1
+  read -ra attn <<<"${TRAIN_ATTN:-ringpack sdpa flex_attention}"
+  name="train"; [[ ${#attn[@]} -eq 1 ]] && name="train_${attn[0]}"
+  timeout "${TRAIN_TIMEOUT:-300}" python3 examples/train_packed_llama.py --device cuda \
+    --attn "${attn[@]}" --steps "${STEPS:-8}" --json "$OUT/$name.json" >"$OUT/$name.log" 2>&1
   note "training example: exit $? ($(( $(date +%s) - start )) s)"
-  grep -A8 "attn_implementation" "$OUT/train.log" | tee -a "$SUMMARY"
-  tail -3 "$OUT/train.log"
+  grep -A8 "attn_implementation" "$OUT/$name.log" | tee -a "$SUMMARY"
+  tail -3 "$OUT/$name.log"
 fi
