@@ -29,13 +29,28 @@ import torch.distributed as dist
 from . import _native
 from .config import resolve_config
 
+
+def _unbind_world_defaults():
+    """torch.distributed.nn.functional binds `group.WORLD` as a default argument when it is
+    imported, and torch imports it on the first call of any custom op. Imported after
+    init_process_group, it keeps the default group alive past destroy_process_group, and a gloo
+    group torn down during interpreter exit aborts the process ("terminate called without an
+    active exception"). Importing it before any group exists binds None, which its functions
+    read as the default group at call time; when the group exists already (ringpack.torch
+    imported after init_process_group), the defaults that hold it are set back to that None."""
+    import torch.distributed.nn.functional as functional
+
+    world = dist.group.WORLD if dist.is_initialized() else None
+    if world is None:
+        return
+    for fn in vars(functional).values():
+        defaults = getattr(fn, "__defaults__", None)
+        if getattr(fn, "__module__", None) == functional.__name__ and defaults:
+            fn.__defaults__ = tuple(None if d is world else d for d in defaults)
+
+
 if dist.is_available():
-    # torch.distributed.nn.functional binds `group.WORLD` as a default argument when it is
-    # imported, and torch imports it on the first call of any custom op. Imported after
-    # init_process_group, it keeps the default group alive past destroy_process_group, and a gloo
-    # group torn down during interpreter exit aborts the process ("terminate called without an
-    # active exception"). Imported here, usually before the group exists, it binds None.
-    import torch.distributed.nn.functional  # noqa: F401
+    _unbind_world_defaults()
 
 __all__ = ["attention", "plan", "shard", "unshard", "ShardPlan", "derive_positions"]
 

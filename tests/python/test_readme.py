@@ -1,9 +1,11 @@
 """The README's Python examples run as printed (on CPU tensors; the CP example over gloo)."""
 
+import gc
 import os
 import pathlib
 import re
 import tempfile
+import weakref
 
 import torch
 import torch.distributed as dist
@@ -30,12 +32,16 @@ def test_readme_example_runs_on_cpu(capsys):
 def _cp_example(rank, world, init_file, result_dir):
     dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank,
                             world_size=world)
+    # The example imports ringpack.torch after init_process_group (this module does not import
+    # it): the group must still die with destroy_process_group, or gloo aborts the process at exit.
+    group = weakref.ref(dist.group.WORLD)
     try:
         _run_cp_example(rank, world, result_dir)
     finally:
-        # The example's names (the group among them) are gone by now: a gloo group that
-        # outlives destroy_process_group aborts the process at exit.
         dist.destroy_process_group()
+    gc.collect()
+    assert group() is None, "the process group outlived destroy_process_group"
+    open(os.path.join(result_dir, f"released{rank}"), "w").close()
 
 
 def _run_cp_example(rank, world, result_dir):
@@ -58,4 +64,6 @@ def _run_cp_example(rank, world, result_dir):
 def test_readme_cp_example_runs_over_gloo():
     with tempfile.TemporaryDirectory() as tmp:
         mp.spawn(_cp_example, args=(2, os.path.join(tmp, "init"), tmp), nprocs=2, join=True)
-        assert {"ok0", "ok1"} <= set(os.listdir(tmp)), "a rank did not finish the CP example"
+        done = set(os.listdir(tmp))
+        assert {"ok0", "ok1"} <= done, "a rank did not finish the CP example"
+        assert {"released0", "released1"} <= done, "a rank's group outlived destroy_process_group"
