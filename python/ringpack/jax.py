@@ -68,6 +68,8 @@ __all__ = [
 
 _FORWARD = "ringpack_forward_step"
 _BACKWARD = "ringpack_backward_step"
+_FORWARD_DIRECT = "ringpack_forward_direct"
+_DELTA = "ringpack_compute_delta"
 _FLOAT_DTYPES = (jnp.dtype(jnp.float32), jnp.dtype(jnp.bfloat16), jnp.dtype(jnp.float16))
 
 # ---- FFI targets ---------------------------------------------------------------------------
@@ -119,15 +121,20 @@ def _varying_alike(args: Sequence[Any]) -> list:
     return out
 
 
-def _result_type(x):
-    """The result type of an accumulator the FFI call aliases: x's shape, dtype and variance."""
+def _result_type(x, shape=None, dtype=None):
+    """The type of a result that varies like x: x's shape and dtype unless given (an accumulator
+    the FFI call aliases keeps both), and x's variance inside shard_map."""
+    shape = x.shape if shape is None else shape
+    dtype = x.dtype if dtype is None else dtype
     if not _vma(x):
-        return jax.ShapeDtypeStruct(x.shape, x.dtype)
+        return jax.ShapeDtypeStruct(shape, dtype)
     aval = jax.typeof(x)  # inside shard_map: keep the manual axes (jax >= 0.10 names them mat)
+    sharding = aval.sharding
+    if len(shape) != len(x.shape):  # a spec is per dimension: the same mesh, nothing split
+        sharding = jax.sharding.NamedSharding(sharding.mesh, jax.sharding.PartitionSpec())
     if hasattr(aval, "mat"):
-        return jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=aval.sharding,
-                                    manual_axis_type=aval.mat)
-    return jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=aval.sharding, vma=aval.vma)
+        return jax.ShapeDtypeStruct(shape, dtype, sharding=sharding, manual_axis_type=aval.mat)
+    return jax.ShapeDtypeStruct(shape, dtype, sharding=sharding, vma=aval.vma)
 
 
 def _attrs(causal: bool, window: int, scale: float) -> dict:
@@ -160,10 +167,26 @@ def _empty_accumulators(q):
     return jnp.zeros((b, s, h, d), jnp.float32), jnp.full((b, h, s), -jnp.inf, jnp.float32)
 
 
+def _forward_direct(q, k, v, seg, pos, causal, window, scale):
+    """The whole attention of one row: (out [B,S,Hq,D] in q's dtype, lse [B,Hq,S] fp32), written
+    by the backend directly (no fp32 accumulators on CUDA)."""
+    _ensure_registered()
+    args = _varying_alike([q, k, v, seg, pos])
+    b, s, h, _ = q.shape
+    call = jax.ffi.ffi_call(
+        _FORWARD_DIRECT, (_result_type(args[0]), _result_type(args[0], (b, h, s), jnp.float32)),
+        vmap_method="sequential")
+    return call(*args, **_attrs(causal, window, scale))
+
+
 def _delta(dout, out):
-    """rowsum(dout * out) in fp32, [B, Hq, S]."""
-    prod = dout.astype(jnp.float32) * out.astype(jnp.float32)
-    return jnp.swapaxes(jnp.sum(prod, axis=-1), 1, 2)
+    """rowsum(dout * out) in fp32, [B, Hq, S], by the backend (one pass)."""
+    _ensure_registered()
+    args = _varying_alike([dout, out])
+    b, s, h, _ = out.shape
+    call = jax.ffi.ffi_call(_DELTA, _result_type(args[1], (b, h, s), jnp.float32),
+                            vmap_method="sequential")
+    return call(*args)
 
 
 # ---- argument checks -----------------------------------------------------------------------
@@ -293,10 +316,7 @@ def _attention(q, k, v, seg, pos, causal, window, scale):
 
 
 def _attention_fwd(q, k, v, seg, pos, causal, window, scale):
-    out_acc, lse_acc = _empty_accumulators(q)
-    out_acc, lse = _forward_step(q, k, v, seg, pos, seg, pos, out_acc, lse_acc, causal, window,
-                                 scale)
-    out = out_acc.astype(q.dtype)
+    out, lse = _forward_direct(q, k, v, seg, pos, causal, window, scale)
     return out, (q, k, v, seg, pos, out, lse)
 
 

@@ -6,10 +6,15 @@
 //   ringpack_backward_step(q, k, v, seg_q, pos_q, seg_k, pos_k, dout, lse, delta,
 //                          dq_acc, dk_acc, dv_acc) -> (dq_acc', dk_acc', dv_acc')
 //
-// The outputs are the accumulators merged into (forward) or added to (backward): ringpack.jax
-// aliases each to its input (input_output_aliases), so the step updates them in place. Where XLA
-// did not alias (it may copy instead), the handler first copies the input accumulator to the
-// output, on the step's stream, then runs the step on the output.
+// and, for the single-device op, the whole attention of one row and the backward's delta:
+//
+//   ringpack_forward_direct(q, k, v, seg, pos) -> (out in q's dtype, lse)  attrs: as above
+//   ringpack_compute_delta(dout, out) -> delta = rowsum(dout * out) [B, Hq, S] (fp32)
+//
+// The steps' outputs are the accumulators merged into (forward) or added to (backward):
+// ringpack.jax aliases each to its input (input_output_aliases), so the step updates them in place.
+// Where XLA did not alias (it may copy instead), the handler first copies the input accumulator to
+// the output, on the step's stream, then runs the step on the output.
 //
 // ringpack.jax checks dtypes and shapes before it calls these; the checks here guard against
 // other callers and return an XLA error with a one-line message instead of crashing.
@@ -296,6 +301,39 @@ ffi::Error backward_step(const StepPlace& place, ffi::AnyBuffer q, ffi::AnyBuffe
   });
 }
 
+ffi::Error forward_direct(const StepPlace& place, ffi::AnyBuffer q, ffi::AnyBuffer k,
+                          ffi::AnyBuffer v, ffi::AnyBuffer seg, ffi::AnyBuffer pos,
+                          ffi::Result<ffi::AnyBuffer> out, ffi::Result<ffi::AnyBuffer> lse,
+                          bool causal, int64_t window, float scale) {
+  return guarded("ringpack_forward_direct", [&] {
+    const AttentionStep step = make_step({q, k, v, seg, pos, seg, pos}, causal, window, scale);
+    const AttentionDims& d = step.dims;
+    expect(*out, "out", q.element_type(), {d.batch, d.seqlen_q, d.num_heads_q, d.head_dim});
+    expect(*lse, "lse", ffi::DataType::F32, {d.batch, d.num_heads_q, d.seqlen_q});
+    AttentionBackend& backend = backend_of(place);
+    check_supported(backend, step.dtype, d.head_dim, false);
+    backend.forward_direct(step, out->untyped_data(), static_cast<float*>(lse->untyped_data()));
+  });
+}
+
+ffi::Error compute_delta(const StepPlace& place, ffi::AnyBuffer dout, ffi::AnyBuffer out,
+                         ffi::Result<ffi::AnyBuffer> delta) {
+  return guarded("ringpack_compute_delta", [&] {
+    if (out.dimensions().size() != 4) {
+      throw BadArgument("out has shape " + shape_of(out) +
+                        "; expected [batch, seq, heads, head_dim]");
+    }
+    const DType dtype = attention_dtype(out);
+    const auto od = out.dimensions();
+    const AttentionDims dims{int(od[0]), int(od[1]), int(od[1]),
+                             int(od[2]), int(od[2]), int(od[3])};
+    expect(dout, "dout", out.element_type(), {od[0], od[1], od[2], od[3]});
+    expect(*delta, "delta", ffi::DataType::F32, {od[0], od[2], od[1]});
+    backend_of(place).compute_delta(dout.untyped_data(), out.untyped_data(), dtype, dims,
+                                    static_cast<float*>(delta->untyped_data()));
+  });
+}
+
 // ---- the CPU platform ----------------------------------------------------------------------
 
 ffi::Error forward_cpu(ffi::AnyBuffer q, ffi::AnyBuffer k, ffi::AnyBuffer v, ffi::AnyBuffer seg_q,
@@ -315,6 +353,18 @@ ffi::Error backward_cpu(ffi::AnyBuffer q, ffi::AnyBuffer k, ffi::AnyBuffer v, ff
                         ffi::Result<ffi::AnyBuffer> dv, bool causal, int64_t window, float scale) {
   return backward_step(StepPlace{}, q, k, v, seg_q, pos_q, seg_k, pos_k, dout, lse, delta, dq_in,
                        dk_in, dv_in, dq, dk, dv, causal, window, scale);
+}
+
+ffi::Error forward_direct_cpu(ffi::AnyBuffer q, ffi::AnyBuffer k, ffi::AnyBuffer v,
+                              ffi::AnyBuffer seg, ffi::AnyBuffer pos,
+                              ffi::Result<ffi::AnyBuffer> out, ffi::Result<ffi::AnyBuffer> lse,
+                              bool causal, int64_t window, float scale) {
+  return forward_direct(StepPlace{}, q, k, v, seg, pos, out, lse, causal, window, scale);
+}
+
+ffi::Error compute_delta_cpu(ffi::AnyBuffer dout, ffi::AnyBuffer out,
+                             ffi::Result<ffi::AnyBuffer> delta) {
+  return compute_delta(StepPlace{}, dout, out, delta);
 }
 
 // The bindings: 7 step inputs, then the accumulators; the attributes by name.
@@ -359,12 +409,40 @@ auto backward_rest(Binding binding) {
       .template Attr<float>("scale");
 }
 
+// forward_direct: q, k, v, segment ids, positions; out and lse; the attributes by name.
+template <class Binding>
+auto forward_direct_binding(Binding binding) {
+  return std::move(binding)
+      .template Arg<ffi::AnyBuffer>()  // q
+      .template Arg<ffi::AnyBuffer>()  // k
+      .template Arg<ffi::AnyBuffer>()  // v
+      .template Arg<ffi::AnyBuffer>()  // segment_ids
+      .template Arg<ffi::AnyBuffer>()  // positions
+      .template Ret<ffi::AnyBuffer>()  // out
+      .template Ret<ffi::AnyBuffer>()  // lse
+      .template Attr<bool>("causal")
+      .template Attr<int64_t>("window")
+      .template Attr<float>("scale");
+}
+
+template <class Binding>
+auto compute_delta_binding(Binding binding) {
+  return std::move(binding)
+      .template Arg<ffi::AnyBuffer>()   // dout
+      .template Arg<ffi::AnyBuffer>()   // out
+      .template Ret<ffi::AnyBuffer>();  // delta
+}
+
 }  // namespace
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(RingpackForwardStepCpu, forward_cpu,
                               forward_rest(step_args(ffi::Ffi::Bind())));
 XLA_FFI_DEFINE_HANDLER_SYMBOL(RingpackBackwardStepCpu, backward_cpu,
                               backward_rest(step_args(ffi::Ffi::Bind())));
+XLA_FFI_DEFINE_HANDLER_SYMBOL(RingpackForwardDirectCpu, forward_direct_cpu,
+                              forward_direct_binding(ffi::Ffi::Bind()));
+XLA_FFI_DEFINE_HANDLER_SYMBOL(RingpackComputeDeltaCpu, compute_delta_cpu,
+                              compute_delta_binding(ffi::Ffi::Bind()));
 
 // ---- the CUDA platform ---------------------------------------------------------------------
 
@@ -391,6 +469,19 @@ ffi::Error backward_cuda(cudaStream_t stream, ffi::AnyBuffer q, ffi::AnyBuffer k
                        delta, dq_in, dk_in, dv_in, dq, dk, dv, causal, window, scale);
 }
 
+ffi::Error forward_direct_cuda(cudaStream_t stream, ffi::AnyBuffer q, ffi::AnyBuffer k,
+                               ffi::AnyBuffer v, ffi::AnyBuffer seg, ffi::AnyBuffer pos,
+                               ffi::Result<ffi::AnyBuffer> out, ffi::Result<ffi::AnyBuffer> lse,
+                               bool causal, int64_t window, float scale) {
+  return forward_direct(StepPlace{true, stream}, q, k, v, seg, pos, out, lse, causal, window,
+                        scale);
+}
+
+ffi::Error compute_delta_cuda(cudaStream_t stream, ffi::AnyBuffer dout, ffi::AnyBuffer out,
+                              ffi::Result<ffi::AnyBuffer> delta) {
+  return compute_delta(StepPlace{true, stream}, dout, out, delta);
+}
+
 }  // namespace
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(
@@ -399,6 +490,12 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(
 XLA_FFI_DEFINE_HANDLER_SYMBOL(
     RingpackBackwardStepCuda, backward_cuda,
     backward_rest(step_args(ffi::Ffi::Bind().Ctx<ffi::PlatformStream<cudaStream_t>>())));
+XLA_FFI_DEFINE_HANDLER_SYMBOL(
+    RingpackForwardDirectCuda, forward_direct_cuda,
+    forward_direct_binding(ffi::Ffi::Bind().Ctx<ffi::PlatformStream<cudaStream_t>>()));
+XLA_FFI_DEFINE_HANDLER_SYMBOL(
+    RingpackComputeDeltaCuda, compute_delta_cuda,
+    compute_delta_binding(ffi::Ffi::Bind().Ctx<ffi::PlatformStream<cudaStream_t>>()));
 #endif  // RINGPACK_WITH_CUDA
 
 namespace {
@@ -413,15 +510,21 @@ void bind_jax_ffi(nanobind::module_& m) {
   m.def(
       "xla_ffi_targets",
       []() {
-        nanobind::dict forward, backward, targets;
+        nanobind::dict forward, backward, direct, delta, targets;
         forward["cpu"] = capsule(RingpackForwardStepCpu);
         backward["cpu"] = capsule(RingpackBackwardStepCpu);
+        direct["cpu"] = capsule(RingpackForwardDirectCpu);
+        delta["cpu"] = capsule(RingpackComputeDeltaCpu);
 #ifdef RINGPACK_WITH_CUDA
         forward["CUDA"] = capsule(RingpackForwardStepCuda);
         backward["CUDA"] = capsule(RingpackBackwardStepCuda);
+        direct["CUDA"] = capsule(RingpackForwardDirectCuda);
+        delta["CUDA"] = capsule(RingpackComputeDeltaCuda);
 #endif
         targets["ringpack_forward_step"] = forward;
         targets["ringpack_backward_step"] = backward;
+        targets["ringpack_forward_direct"] = direct;
+        targets["ringpack_compute_delta"] = delta;
         return targets;
       },
       "The XLA FFI handlers of ringpack.jax: {target name: {platform: PyCapsule}}.");

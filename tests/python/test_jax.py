@@ -443,7 +443,31 @@ def test_steps_update_the_accumulators_in_place():
 
 def test_ffi_targets_listed():
     targets = _native.xla_ffi_targets()
-    assert set(targets) == {"ringpack_forward_step", "ringpack_backward_step"}
+    assert set(targets) == {"ringpack_forward_step", "ringpack_backward_step",
+                            "ringpack_forward_direct", "ringpack_compute_delta"}
     for platforms in targets.values():
         assert "cpu" in platforms
         assert ("CUDA" in platforms) == ringpack.cuda_built()
+
+
+def test_ffi_handlers_reject_bad_buffers_with_an_error():
+    """The direct forward and the delta handlers check what other callers pass: an XLA error
+    naming the buffer, not a crash."""
+    rj._ensure_registered()
+    q = jnp.zeros((1, 8, 2, 16), jnp.float32)
+    seg = jnp.ones((1, 8), jnp.int32)
+    pos = jnp.arange(8, dtype=jnp.int32)[None]
+    attrs = {"causal": True, "window": np.int64(-1), "scale": np.float32(0.25)}
+    bad_lse = jax.ffi.ffi_call("ringpack_forward_direct",
+                               (jax.ShapeDtypeStruct(q.shape, q.dtype),
+                                jax.ShapeDtypeStruct((1, 2, 7), jnp.float32)))
+    with pytest.raises(Exception, match=r"lse has shape \[1, 2, 7\]; expected \[1, 2, 8\]"):
+        jax.block_until_ready(bad_lse(q, q, q, seg, pos, **attrs))
+    delta = jax.ffi.ffi_call("ringpack_compute_delta", jax.ShapeDtypeStruct((1, 2, 8), jnp.float32))
+    with pytest.raises(Exception, match="dout is bfloat16; pass it as float32"):
+        jax.block_until_ready(delta(q.astype(jnp.bfloat16), q))
+    # Well-formed, the delta is rowsum(dout * out) over head_dim.
+    dout = jnp.arange(q.size, dtype=jnp.float32).reshape(q.shape) / q.size
+    out = jnp.ones(q.shape, jnp.float32)
+    np.testing.assert_allclose(np.asarray(delta(dout, out)),
+                               np.swapaxes(np.asarray(dout).sum(-1), 1, 2), rtol=1e-6)
