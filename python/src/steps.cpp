@@ -21,6 +21,25 @@ struct StepArrays {
   View q, k, v, seg_q, pos_q, seg_k, pos_k;
 };
 
+// The views of a step whose keys are another block (a CP step): ids and positions of each side.
+StepArrays step_arrays(const Array& q, const Array& k, const Array& v, const Array& seg_q,
+                       const Array& pos_q, const Array& seg_k, const Array& pos_k) {
+  return {view(q, "q"),
+          view(k, "k"),
+          view(v, "v"),
+          view(seg_q, "segment_ids_q"),
+          view(pos_q, "positions_q"),
+          view(seg_k, "segment_ids_k"),
+          view(pos_k, "positions_k")};
+}
+
+// The views of a step over one row (the single-device op): the keys' ids are the queries'.
+StepArrays step_arrays(const Array& q, const Array& k, const Array& v, const Array& seg,
+                       const Array& pos) {
+  const View s = view(seg, "segment_ids"), p = view(pos, "positions");
+  return {view(q, "q"), view(k, "k"), view(v, "v"), s, p, s, p};
+}
+
 // Checks q/k/v and the segment ids and positions of a step; returns the step (pointers set).
 AttentionStep make_step(const StepArrays& a, bool causal, int64_t window, float scale) {
   const DType dtype = attention_dtype(a.q);
@@ -82,13 +101,7 @@ void forward_step(const Array& q, const Array& k, const Array& v, const Array& s
                   const Array& pos_q, const Array& seg_k, const Array& pos_k, const Array& out_acc,
                   const Array& lse_acc, bool causal, int64_t window, float scale,
                   std::uintptr_t stream, int threads) {
-  const StepArrays a{view(q, "q"),
-                     view(k, "k"),
-                     view(v, "v"),
-                     view(seg_q, "segment_ids_q"),
-                     view(pos_q, "positions_q"),
-                     view(seg_k, "segment_ids_k"),
-                     view(pos_k, "positions_k")};
+  const StepArrays a = step_arrays(q, k, v, seg_q, pos_q, seg_k, pos_k);
   const AttentionStep step = make_step(a, causal, window, scale);
   const View out = view(out_acc, "out_acc"), lse = view(lse_acc, "lse_acc");
   const AttentionDims& d = step.dims;
@@ -103,10 +116,7 @@ void forward_step(const Array& q, const Array& k, const Array& v, const Array& s
 void forward_direct(const Array& q, const Array& k, const Array& v, const Array& seg,
                     const Array& pos, const Array& out, const Array& lse, bool causal,
                     int64_t window, float scale, std::uintptr_t stream, int threads) {
-  const StepArrays a{view(q, "q"),           view(k, "k"),
-                     view(v, "v"),           view(seg, "segment_ids"),
-                     view(pos, "positions"), view(seg, "segment_ids"),
-                     view(pos, "positions")};
+  const StepArrays a = step_arrays(q, k, v, seg, pos);
   const AttentionStep step = make_step(a, causal, window, scale);
   const View o = view(out, "out"), l = view(lse, "lse");
   const AttentionDims& d = step.dims;
@@ -140,13 +150,7 @@ void backward_step(const Array& q, const Array& k, const Array& v, const Array& 
                    const Array& lse, const Array& delta, const Array& dq_acc, const Array& dk_acc,
                    const Array& dv_acc, bool causal, int64_t window, float scale,
                    std::uintptr_t stream, int threads, bool deterministic) {
-  const StepArrays a{view(q, "q"),
-                     view(k, "k"),
-                     view(v, "v"),
-                     view(seg_q, "segment_ids_q"),
-                     view(pos_q, "positions_q"),
-                     view(seg_k, "segment_ids_k"),
-                     view(pos_k, "positions_k")};
+  const StepArrays a = step_arrays(q, k, v, seg_q, pos_q, seg_k, pos_k);
   const AttentionStep step = make_step(a, causal, window, scale);
   const AttentionDims& d = step.dims;
   const View g = view(dout, "dout"), l = view(lse, "lse"), dl = view(delta, "delta");
