@@ -6,6 +6,7 @@
 
 #include "core/pair_count.h"
 #include "cp/device_buffer.h"
+#include "job/backend_transfers.h"
 #include "job/rank_runner.h"
 #include "job/verify.h"
 #include "ringpack/error.h"
@@ -49,18 +50,6 @@ KernelTiming time_reps(AttentionBackend& backend, int warmup, int reps, Fn&& fn)
   return summarize(std::move(ms));
 }
 
-DeviceBuffer upload(AttentionBackend& backend, const void* host, size_t bytes) {
-  DeviceBuffer buffer(backend, bytes);
-  if (bytes > 0) backend.copy_from_host(buffer.data(), host, bytes);
-  return buffer;
-}
-
-HostTensor download(AttentionBackend& backend, const DeviceBuffer& buffer, const HostTensor& like) {
-  HostTensor host(like.rows, like.tokens, like.token_bytes);
-  if (host.size_bytes() > 0) backend.copy_to_host(host.data(), buffer.data(), host.size_bytes());
-  return host;
-}
-
 }  // namespace
 
 KernelBenchReport bench_kernels(const PackedBatch& batch, const KernelBenchOptions& options,
@@ -86,10 +75,10 @@ KernelBenchReport bench_kernels(const PackedBatch& batch, const KernelBenchOptio
 
   say("drawing random inputs");
   RowTensors row = draw_row_inputs(batch, o);
-  const DeviceBuffer q = upload(backend, row.q.data(), row.q.size_bytes());
-  const DeviceBuffer k = upload(backend, row.k.data(), row.k.size_bytes());
-  const DeviceBuffer v = upload(backend, row.v.data(), row.v.size_bytes());
-  const DeviceBuffer dout = upload(backend, row.dout.data(), row.dout.size_bytes());
+  const DeviceBuffer q = upload(backend, row.q);
+  const DeviceBuffer k = upload(backend, row.k);
+  const DeviceBuffer v = upload(backend, row.v);
+  const DeviceBuffer dout = upload(backend, row.dout);
   const size_t ids_bytes = batch.segment_ids.size() * sizeof(int32_t);
   const DeviceBuffer segment_ids = upload(backend, batch.segment_ids.data(), ids_bytes);
   const DeviceBuffer positions = upload(backend, batch.positions.data(), ids_bytes);
@@ -149,7 +138,7 @@ KernelBenchReport bench_kernels(const PackedBatch& batch, const KernelBenchOptio
 
   say("one fresh forward and backward for the check");
   forward();
-  row.out = download(backend, out, row.q);
+  row.out = download_like(backend, out, row.q);
   row.lse = HostTensor(b * o.num_heads_q, s, sizeof(float));
   backend.copy_to_host(row.lse.data(), lse.data(), row.lse.size_bytes());
   if (options.backward) {
@@ -158,11 +147,11 @@ KernelBenchReport bench_kernels(const PackedBatch& batch, const KernelBenchOptio
     // The fp32 gradients in the dtype, as a run reports them.
     DeviceBuffer cast_q(backend, q_count * element), cast_kv(backend, kv_count * element);
     backend.cast_from_f32(cast_q.data(), o.dtype, grads.dq, q_count);
-    row.dq = download(backend, cast_q, row.q);
+    row.dq = download_like(backend, cast_q, row.q);
     backend.cast_from_f32(cast_kv.data(), o.dtype, grads.dk, kv_count);
-    row.dk = download(backend, cast_kv, row.k);
+    row.dk = download_like(backend, cast_kv, row.k);
     backend.cast_from_f32(cast_kv.data(), o.dtype, grads.dv, kv_count);
-    row.dv = download(backend, cast_kv, row.v);
+    row.dv = download_like(backend, cast_kv, row.v);
   }
   report.errors = verify_run(batch, o, row, options.backward, progress, reference);
   report.verify_note = std::string("reference: ") + verify_reference_name(reference);

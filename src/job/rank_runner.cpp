@@ -5,20 +5,10 @@
 
 #include "core/random.h"
 #include "cp/device_buffer.h"
+#include "job/backend_transfers.h"
 
 namespace ringpack {
 namespace {
-
-DeviceBuffer upload(AttentionBackend& backend, const HostTensor& host) {
-  DeviceBuffer buffer(backend, host.size_bytes());
-  if (host.size_bytes() > 0) backend.copy_from_host(buffer.data(), host.data(), host.size_bytes());
-  return buffer;
-}
-
-// `host` (already shaped) receives the buffer; the backend must be idle (wait_idle first).
-void download(AttentionBackend& backend, const DeviceBuffer& buffer, HostTensor& host) {
-  if (host.size_bytes() > 0) backend.copy_to_host(host.data(), buffer.data(), host.size_bytes());
-}
 
 HostTensor bshd_tensor(const PackedBatch& batch, int heads, const BatchOptions& o, uint64_t seed) {
   HostTensor t(batch.batch, batch.seq_len, size_t(heads) * o.head_dim * dtype_size(o.dtype));
