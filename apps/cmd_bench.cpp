@@ -163,13 +163,13 @@ json layouts_json(const std::vector<Workload>& workloads, const BenchCommand& c)
   return out;
 }
 
-Result bench_ours(const Workload& w, const BenchCommand& c, BackendKind kind,
+Result bench_ours(const Workload& w, const BenchCommand& c, DType dtype, BackendKind kind,
                   const BackendOptions& options) {
   KernelBenchOptions bench;
   bench.batch.num_heads_q = c.num_heads_q;
   bench.batch.num_heads_kv = c.num_heads_kv;
   bench.batch.head_dim = c.head_dim;
-  bench.batch.dtype = parse_dtype(c.dtype);
+  bench.batch.dtype = dtype;
   bench.warmup = c.warmup;
   bench.reps = c.reps;
   bench.backward = c.backward;
@@ -223,7 +223,7 @@ std::string fixed(double x, int digits) {
   return out.str();
 }
 
-void run_cp(const BenchCommand& c, const std::vector<Workload>& workloads,
+void run_cp(const BenchCommand& c, DType dtype, const std::vector<Workload>& workloads,
             const BackendOptions& kernels) {
   CpBenchSetup setup;
   setup.run.backend = parse_backend_kind(c.backend);
@@ -234,7 +234,7 @@ void run_cp(const BenchCommand& c, const std::vector<Workload>& workloads,
   o.num_heads_q = c.num_heads_q;
   o.num_heads_kv = c.num_heads_kv;
   o.head_dim = c.head_dim;
-  o.dtype = parse_dtype(c.dtype);
+  o.dtype = dtype;
   o.strategy = parse_strategy(c.strategy);
   o.reorder = parse_reorder_label(c.reorder);
   setup.reps = c.reps;
@@ -249,12 +249,12 @@ void run(const BenchCommand& c) {
                  "--layouts-only writes the layouts to --layouts-out, which is missing: pass "
                  "--layouts-out FILE");
   const BackendKind kind = parse_backend_kind(c.backend);
-  (void)parse_dtype(c.dtype);  // a bad --dtype fails before the workloads are built
-  BackendOptions kernels;      // the CUDA kernel choices of the flags; other fields keep defaults
+  const DType dtype = parse_dtype(c.dtype);  // a bad --dtype fails before workloads are built
+  BackendOptions kernels;  // the CUDA kernel choices of the flags; other fields keep defaults
   c.kernels.apply(kernels);
   std::vector<Workload> workloads;
   for (const std::string& name : c.workloads) workloads.push_back(make_workload(name));
-  if (c.cp > 0) return run_cp(c, workloads, kernels);
+  if (c.cp > 0) return run_cp(c, dtype, workloads, kernels);
   if (!c.layouts_out.empty()) write_output(layouts_json(workloads, c).dump() + "\n", c.layouts_out);
   if (c.layouts_only) return;
 
@@ -262,7 +262,7 @@ void run(const BenchCommand& c) {
   for (const Workload& w : workloads) {
     std::cerr << "[ringpack] bench " << w.name << " (" << w.documents << " documents, " << w.pairs
               << " visible pairs)" << std::endl;
-    results.push_back(bench_ours(w, c, kind, kernels));
+    results.push_back(bench_ours(w, c, dtype, kind, kernels));
   }
   std::string peer_device;
   std::vector<Result> peers;
