@@ -87,9 +87,9 @@ class AttentionBackend {
                         const BackwardAccumulators& acc) = 0;
   // The whole attention of `step` (every key of it, no accumulators): out [batch, seqlen_q,
   // num_heads_q, head_dim] in the step's dtype and lse [batch, num_heads_q, seqlen_q] (fp32),
-  // both overwritten. What a single-device op or a kernel benchmark runs. The default goes
-  // through fp32 accumulators (allocate, fill, forward, cast_from_f32); the CUDA backend writes
-  // the dtype directly from its epilogue.
+  // both overwritten. What a single-device op or a kernel benchmark runs. The default runs
+  // forward into `out` itself for fp32, else into an fp32 scratch (allocate, fill, forward,
+  // cast_from_f32); the CUDA backend writes the dtype directly from its epilogue.
   virtual void forward_direct(const AttentionStep& step, void* out, float* lse);
 
   // Memory of this backend's space, and copies to/from the host.

@@ -36,12 +36,21 @@ void AttentionBackend::forward_direct(const AttentionStep& step, void* out, floa
                  " backend: forward outputs are missing (out / lse)");
   const size_t out_count = size_t(d.batch) * d.seqlen_q * d.num_heads_q * d.head_dim;
   const size_t lse_count = size_t(d.batch) * d.num_heads_q * d.seqlen_q;
-  auto* acc = static_cast<float*>(allocate(out_count * sizeof(float)));
-  fill(acc, out_count, 0.0f);
   fill(lse, lse_count, -std::numeric_limits<float>::infinity());
-  forward(step, {acc, lse});
-  cast_from_f32(out, step.dtype, acc, out_count);
-  deallocate(acc);  // stream-ordered on a device, so after the cast
+  if (step.dtype == DType::kF32) {  // out is the accumulator itself
+    fill(static_cast<float*>(out), out_count, 0.0f);
+    forward(step, {static_cast<float*>(out), lse});
+    return;
+  }
+  // An fp32 accumulator, freed on every path (stream-ordered on a device, so after the cast).
+  struct Scratch {
+    AttentionBackend& backend;
+    float* data;
+    ~Scratch() { backend.deallocate(data); }
+  } acc{*this, static_cast<float*>(allocate(out_count * sizeof(float)))};
+  fill(acc.data, out_count, 0.0f);
+  forward(step, {acc.data, lse});
+  cast_from_f32(out, step.dtype, acc.data, out_count);
 }
 
 }  // namespace ringpack
