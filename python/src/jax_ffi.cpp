@@ -367,78 +367,65 @@ ffi::Error compute_delta_cpu(ffi::AnyBuffer dout, ffi::AnyBuffer out,
   return compute_delta(StepPlace{}, dout, out, delta);
 }
 
-// The bindings: 7 step inputs, then the accumulators; the attributes by name.
-template <class Binding>
-auto step_args(Binding binding) {
-  return std::move(binding)
-      .template Arg<ffi::AnyBuffer>()   // q
-      .template Arg<ffi::AnyBuffer>()   // k
-      .template Arg<ffi::AnyBuffer>()   // v
-      .template Arg<ffi::AnyBuffer>()   // segment_ids_q
-      .template Arg<ffi::AnyBuffer>()   // positions_q
-      .template Arg<ffi::AnyBuffer>()   // segment_ids_k
-      .template Arg<ffi::AnyBuffer>();  // positions_k
+// The bindings, in the order of the handlers' parameters: `n` >= 1 buffers, `n` >= 1 results,
+// and the mask attributes by name. (A Binding cannot be moved, only extended, hence the
+// references and the recursion that ends at one.)
+template <int n, class Binding>
+auto buffers(Binding&& binding) {
+  if constexpr (n == 1) {
+    return std::move(binding).template Arg<ffi::AnyBuffer>();
+  } else {
+    return buffers<n - 1>(std::move(binding).template Arg<ffi::AnyBuffer>());
+  }
+}
+
+template <int n, class Binding>
+auto results(Binding&& binding) {
+  if constexpr (n == 1) {
+    return std::move(binding).template Ret<ffi::AnyBuffer>();
+  } else {
+    return results<n - 1>(std::move(binding).template Ret<ffi::AnyBuffer>());
+  }
 }
 
 template <class Binding>
-auto forward_rest(Binding binding) {
+auto mask_attrs(Binding&& binding) {
   return std::move(binding)
-      .template Arg<ffi::AnyBuffer>()  // out_acc
-      .template Arg<ffi::AnyBuffer>()  // lse_acc
-      .template Ret<ffi::AnyBuffer>()  // out
-      .template Ret<ffi::AnyBuffer>()  // lse
       .template Attr<bool>("causal")
       .template Attr<int64_t>("window")
       .template Attr<float>("scale");
 }
 
+// q, k, v, 4 ids/positions, 2 accumulators -> out, lse
 template <class Binding>
-auto backward_rest(Binding binding) {
-  return std::move(binding)
-      .template Arg<ffi::AnyBuffer>()  // dout
-      .template Arg<ffi::AnyBuffer>()  // lse
-      .template Arg<ffi::AnyBuffer>()  // delta
-      .template Arg<ffi::AnyBuffer>()  // dq_acc
-      .template Arg<ffi::AnyBuffer>()  // dk_acc
-      .template Arg<ffi::AnyBuffer>()  // dv_acc
-      .template Ret<ffi::AnyBuffer>()  // dq
-      .template Ret<ffi::AnyBuffer>()  // dk
-      .template Ret<ffi::AnyBuffer>()  // dv
-      .template Attr<bool>("causal")
-      .template Attr<int64_t>("window")
-      .template Attr<float>("scale");
+auto forward_step_binding(Binding&& binding) {
+  return mask_attrs(results<2>(buffers<9>(std::move(binding))));
 }
 
-// forward_direct: q, k, v, segment ids, positions; out and lse; the attributes by name.
+// q, k, v, 4 ids/positions, dout, lse, delta, 3 accumulators -> dq, dk, dv
 template <class Binding>
-auto forward_direct_binding(Binding binding) {
-  return std::move(binding)
-      .template Arg<ffi::AnyBuffer>()  // q
-      .template Arg<ffi::AnyBuffer>()  // k
-      .template Arg<ffi::AnyBuffer>()  // v
-      .template Arg<ffi::AnyBuffer>()  // segment_ids
-      .template Arg<ffi::AnyBuffer>()  // positions
-      .template Ret<ffi::AnyBuffer>()  // out
-      .template Ret<ffi::AnyBuffer>()  // lse
-      .template Attr<bool>("causal")
-      .template Attr<int64_t>("window")
-      .template Attr<float>("scale");
+auto backward_step_binding(Binding&& binding) {
+  return mask_attrs(results<3>(buffers<13>(std::move(binding))));
 }
 
+// q, k, v, segment ids, positions -> out, lse
 template <class Binding>
-auto compute_delta_binding(Binding binding) {
-  return std::move(binding)
-      .template Arg<ffi::AnyBuffer>()   // dout
-      .template Arg<ffi::AnyBuffer>()   // out
-      .template Ret<ffi::AnyBuffer>();  // delta
+auto forward_direct_binding(Binding&& binding) {
+  return mask_attrs(results<2>(buffers<5>(std::move(binding))));
+}
+
+// dout, out -> delta
+template <class Binding>
+auto compute_delta_binding(Binding&& binding) {
+  return results<1>(buffers<2>(std::move(binding)));
 }
 
 }  // namespace
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(RingpackForwardStepCpu, forward_cpu,
-                              forward_rest(step_args(ffi::Ffi::Bind())));
+                              forward_step_binding(ffi::Ffi::Bind()));
 XLA_FFI_DEFINE_HANDLER_SYMBOL(RingpackBackwardStepCpu, backward_cpu,
-                              backward_rest(step_args(ffi::Ffi::Bind())));
+                              backward_step_binding(ffi::Ffi::Bind()));
 XLA_FFI_DEFINE_HANDLER_SYMBOL(RingpackForwardDirectCpu, forward_direct_cpu,
                               forward_direct_binding(ffi::Ffi::Bind()));
 XLA_FFI_DEFINE_HANDLER_SYMBOL(RingpackComputeDeltaCpu, compute_delta_cpu,
@@ -486,10 +473,10 @@ ffi::Error compute_delta_cuda(cudaStream_t stream, ffi::AnyBuffer dout, ffi::Any
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(
     RingpackForwardStepCuda, forward_cuda,
-    forward_rest(step_args(ffi::Ffi::Bind().Ctx<ffi::PlatformStream<cudaStream_t>>())));
+    forward_step_binding(ffi::Ffi::Bind().Ctx<ffi::PlatformStream<cudaStream_t>>()));
 XLA_FFI_DEFINE_HANDLER_SYMBOL(
     RingpackBackwardStepCuda, backward_cuda,
-    backward_rest(step_args(ffi::Ffi::Bind().Ctx<ffi::PlatformStream<cudaStream_t>>())));
+    backward_step_binding(ffi::Ffi::Bind().Ctx<ffi::PlatformStream<cudaStream_t>>()));
 XLA_FFI_DEFINE_HANDLER_SYMBOL(
     RingpackForwardDirectCuda, forward_direct_cuda,
     forward_direct_binding(ffi::Ffi::Bind().Ctx<ffi::PlatformStream<cudaStream_t>>()));
