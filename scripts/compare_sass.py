@@ -6,8 +6,16 @@ place of a literal) proves it here without a GPU: identical SASS for every (arch
 kernel) means identical behaviour and speed. Kernel names in anonymous namespaces carry a hash
 of their file's path, which is normalised away.
 
-Usage: scripts/compare_sass.py BEFORE.a AFTER.a   (cuobjdump from PATH, or CUOBJDUMP=...)
-Exit status 0 when every kernel's SASS is identical, 1 otherwise (the differences are listed)."""
+Usage: scripts/compare_sass.py [--offsets BEFORE.txt AFTER.txt [--rename OLD=NEW ...]]
+                              BEFORE.a AFTER.a
+(cuobjdump from PATH, or CUOBJDUMP=...). Exit status 0 when every kernel's SASS is identical, 1
+otherwise (the differences are listed).
+
+--offsets, for a change of the parameter structs' layout (fields moved, renamed, or moved into a
+base): the files are scripts/param_offsets.py's output for the two trees. Every read of a
+kernel's parameter bank, c[0x0][start + offset], in BEFORE is rewritten to the offset the same
+field has in AFTER (a field renamed is given as --rename OLD=NEW), and the instruction encodings
+are dropped. Identical SASS then proves the same instructions reading the same fields."""
 
 import difflib
 import os
@@ -18,6 +26,11 @@ import sys
 
 _ANONYMOUS = re.compile(r"\d+_GLOBAL__N__[0-9a-f]+_\d+_\w+?_[0-9a-f]{8}")
 _SKIP = ("....", "member ", "Fatbin ", "=====")
+_PARAM = re.compile(r"c\[0x0\]\[(0x[0-9a-f]+)\]")
+_ENCODING = re.compile(r"\s*/\* 0x[0-9a-f]{16} \*/")
+# Where the kernel parameters start in constant bank 0, per architecture.
+_PARAM_START = {"sm_80": 0x160, "sm_86": 0x160, "sm_89": 0x160, "sm_90": 0x210, "sm_90a": 0x210}
+_STRUCTS = ("ForwardParams", "BackwardParams")
 
 
 def cuobjdump() -> str:
@@ -57,10 +70,75 @@ def kernels(path: str) -> dict:
     return result
 
 
+def read_offsets(path: str) -> dict:
+    """{struct: ({field: offset}, sizeof)} from scripts/param_offsets.py's output."""
+    result = {}
+    for line in open(path):
+        struct, field, offset = line.split()
+        fields, size = result.get(struct, ({}, 0))
+        if field == "sizeof":
+            size = int(offset)
+        else:
+            fields[field] = int(offset)
+        result[struct] = (fields, size)
+    return result
+
+
+def offset_map(old: tuple, new: tuple, rename: dict) -> tuple:
+    """(byte map old -> new over every field, old size, new size) of one struct."""
+    (old_fields, old_size), (new_fields, new_size) = old, new
+    ordered = sorted(old_fields.items(), key=lambda item: item[1])
+    byte_map = {}
+    for i, (name, offset) in enumerate(ordered):
+        end = ordered[i + 1][1] if i + 1 < len(ordered) else old_size
+        target = new_fields.get(rename.get(name, name))
+        if target is None:
+            sys.exit(f"compare_sass.py: field {name} has no counterpart after; pass --rename "
+                     f"{name}=NEW")
+        for b in range(end - offset):
+            byte_map[offset + b] = target + b
+    return byte_map, old_size, new_size
+
+
+def translate(sass: str, arch: str, name: str, maps: dict) -> str:
+    """BEFORE's parameter reads at AFTER's offsets; encodings dropped."""
+    struct = next((s for s in _STRUCTS if f"{len(s)}{s}" in name), None)
+    if struct is None:
+        return _ENCODING.sub("", sass)
+    if arch not in _PARAM_START:
+        sys.exit(f"compare_sass.py: no parameter-bank start known for {arch}")
+    start = _PARAM_START[arch]
+    byte_map, old_size, new_size = maps[struct]
+    old_end, new_end = (-(-old_size // 64) * 64), (-(-new_size // 64) * 64)  # next param: 64-aligned
+
+    def rewrite(match):
+        offset = int(match.group(1), 16) - start
+        if 0 <= offset < old_size:
+            offset = byte_map[offset]
+        elif offset >= old_end:
+            offset += new_end - old_end
+        return f"c[0x0][{hex(offset + start)}]"
+
+    return _PARAM.sub(rewrite, _ENCODING.sub("", sass))
+
+
 def main() -> int:
-    if len(sys.argv) != 3:
+    args, rename, offsets = sys.argv[1:], {}, None
+    while args and args[0].startswith("--"):
+        if args[0] == "--offsets" and len(args) >= 3:
+            offsets, args = (read_offsets(args[1]), read_offsets(args[2])), args[3:]
+        elif args[0] == "--rename" and len(args) >= 2 and "=" in args[1]:
+            old, new = args[1].split("=", 1)
+            rename[old], args = new, args[2:]
+        else:
+            sys.exit(__doc__)
+    if len(args) != 2:
         sys.exit(__doc__)
-    before, after = kernels(sys.argv[1]), kernels(sys.argv[2])
+    before, after = kernels(args[0]), kernels(args[1])
+    if offsets is not None:
+        maps = {s: offset_map(offsets[0][s], offsets[1][s], rename) for s in _STRUCTS}
+        before = {k: translate(v, k[0], k[1], maps) for k, v in before.items()}
+        after = {k: _ENCODING.sub("", v) for k, v in after.items()}
     only_before = sorted(set(before) - set(after))
     only_after = sorted(set(after) - set(before))
     changed = sorted(k for k in set(before) & set(after) if before[k] != after[k])
