@@ -9,7 +9,10 @@
 #        BENCH_WORKLOADS (default dense-16k,packed-16k,packed-64k), BENCH_REPS (default 30),
 #        BENCH_VARIANTS="--flag a;--flag b --other c" also benches ours under each set of
 #        `ringpack bench` kernel flags (A/B in one run), e.g. "--forward-loop mma_sync
-#        --backward-loop mma_sync;--backward-head-splits 2;--backward-grad-add atomics"
+#        --backward-loop mma_sync;--backward-head-splits 2;--backward-grad-add atomics",
+#        AB_BASELINE=DIR (with mode all or bench) builds the tree in DIR too (e.g. the commit
+#        before a change: git archive REV | tar -x -C DIR) and times both CLIs in alternating
+#        rounds (AB_ROUNDS, default 3): the medians and ours / baseline per workload
 # Needs .deps/ from scripts/fetch_device_deps.sh (CLI11, nlohmann-json, yaml-cpp) on machines
 # without network.
 set -uo pipefail
@@ -96,6 +99,43 @@ if [[ "$MODE" == all || "$MODE" == bench || "$MODE" == quick ]]; then
       --no-backward --json "$OUT/bench.json" >"$OUT/bench.txt" 2>>"$OUT/bench.log"
   fi
   cat "$OUT/bench.txt" >>"$SUMMARY"
+fi
+
+# ---- A/B against another tree: AB_BASELINE=DIR, alternating rounds of both CLIs ----
+if [[ -n "${AB_BASELINE:-}" && ( "$MODE" == all || "$MODE" == bench ) ]]; then
+  start=$(date +%s)
+  BASE_BUILD="$PWD/$BUILD_DIR-baseline"
+  DEPS="$PWD/.deps/usr"
+  if (cd "$AB_BASELINE" && cmake --preset cuda-hopper -B "$BASE_BUILD" -G Ninja \
+        -DCMAKE_PREFIX_PATH="$DEPS" >"$OUT/configure_baseline.log" 2>&1 &&
+      cmake --build "$BASE_BUILD" -j16 --target ringpack_cli >"$OUT/build_baseline.log" 2>&1); then
+    note "baseline build: ok ($(( $(date +%s) - start )) s): $("$BASE_BUILD/ringpack" --version)"
+    for round in $(seq 1 "${AB_ROUNDS:-3}"); do
+      for side in baseline ours; do
+        cli="$BUILD_DIR/ringpack"; [[ $side == baseline ]] && cli="$BASE_BUILD/ringpack"
+        "$cli" bench --workloads "$WORKLOADS" --reps "$REPS" --no-verify \
+          --json "$OUT/ab_${side}_$round.json" >"$OUT/ab_${side}_$round.txt" 2>&1 ||
+          note "A/B $side round $round: FAILED"
+      done
+    done
+    python3 - "$OUT" <<'PY' | tee -a "$SUMMARY"
+import glob, json, statistics, sys
+times = {}
+for path in sorted(glob.glob(f"{sys.argv[1]}/ab_*_*.json")):
+    side = path.rsplit("/", 1)[1].split("_")[1]
+    for r in json.load(open(path))["results"]:
+        for d in ("fwd", "bwd"):
+            if r.get(f"{d}_ms") is not None:
+                times.setdefault((r["workload"], d), {}).setdefault(side, []).append(r[f"{d}_ms"])
+print("A/B (median ms over rounds; ratio < 1: ours faster)")
+for (workload, d), sides in sorted(times.items()):
+    base, ours = (statistics.median(sides.get(s, [float("nan")])) for s in ("baseline", "ours"))
+    print(f"  {workload:12s} {d}: baseline {base:.3f}  ours {ours:.3f}  ours/baseline {ours / base:.3f}"
+          f"  (rounds: {' '.join(f'{x:.3f}' for x in sides.get('ours', []))})")
+PY
+  else
+    note "baseline build: FAILED (see configure_baseline.log, build_baseline.log)"
+  fi
 fi
 
 # ---- ncu of one forward and one backward launch on packed-16k (PROFILE=1 or mode profile) ----
