@@ -192,6 +192,73 @@ __device__ __forceinline__ int2 block_range(int lo, int hi, int* shared_lo, int*
   return make_int2(*shared_lo, *shared_hi);
 }
 
+// The walk of one warp over the partners of its token (index `self` of row b): the partners
+// [lo, hi) it visits, and the union of the block's ranges, the tiles every thread stages.
+struct Walk {
+  bool valid;    // self < seqlen; else the warp only helps to stage tiles
+  int64_t row0;  // the row's first token: b * seqlen
+  int64_t tok;   // the warp's token: row0 + self (row0 when not valid)
+  int lo, hi;    // partners [lo, hi) of the row; empty when the token walks nothing
+  int32_t seg;   // the token's segment id and position (0 when not valid)
+  int32_t pos;
+  int tiles_lo;  // the block's union of [lo, hi)
+  int tiles_hi;
+};
+
+// The warp's token (index `self` of row b); its range is set by walk_partners.
+__device__ __forceinline__ Walk walk_of(const Params& p, int b, int self) {
+  Walk w;
+  w.valid = self < p.seqlen;
+  w.row0 = int64_t(b) * p.seqlen;
+  w.tok = w.row0 + (w.valid ? self : 0);
+  return w;
+}
+
+// The partners of the walk: [lo_of, hi_of) of its token when it `walks` (a valid token with
+// something to add: dQ skips a row with no visible key), and the block's union. Every thread of
+// the block calls it (block_range has barriers).
+__device__ __forceinline__ void walk_partners(Walk& w, const Params& p, bool walks,
+                                              const int32_t* lo_of, const int32_t* hi_of,
+                                              int* shared_lo, int* shared_hi) {
+  w.lo = walks ? lo_of[w.tok] : 0;
+  w.hi = walks ? hi_of[w.tok] : 0;
+  w.seg = w.valid ? p.seg[w.tok] : 0;
+  w.pos = w.valid ? p.pos[w.tok] : 0;
+  const int2 tiles = block_range(w.lo, w.hi, shared_lo, shared_hi);
+  w.tiles_lo = tiles.x;
+  w.tiles_hi = tiles.y;
+}
+
+// The tiles of the block's union, kTile tokens at a time: stage(first, count) fills the shared
+// tiles between two barriers, then visit(first, count) reads them.
+template <int kTile, class Stage, class Visit>
+__device__ __forceinline__ void for_each_tile(const Walk& w, Stage&& stage, Visit&& visit) {
+  for (int first = w.tiles_lo; first < w.tiles_hi; first += kTile) {
+    const int count = min(kTile, w.tiles_hi - first);
+    __syncthreads();  // the previous tile has been read
+    stage(first, count);
+    __syncthreads();
+    visit(first, count);
+  }
+}
+
+// fn(t, j) for each partner j = first + t of the tile within [lo, hi) that the mask rule lets
+// the pair see; kTokenIsQuery: the warp's token is the query of the pair (else its key).
+template <bool kTokenIsQuery, class Fn>
+__device__ __forceinline__ void for_each_visible(const Params& p, const Walk& w, int first,
+                                                 int count, Fn&& fn) {
+  for (int t = 0; t < count; ++t) {
+    const int j = first + t;
+    if (j < w.lo || j >= w.hi) continue;
+    const int32_t seg = p.seg[w.row0 + j], pos = p.pos[w.row0 + j];
+    if (kTokenIsQuery ? !visible(w.seg, w.pos, seg, pos, p.mask)
+                      : !visible(seg, pos, w.seg, w.pos, p.mask)) {
+      continue;
+    }
+    fn(t, j);
+  }
+}
+
 // O and lse: grid (ceil(s / kWarps), hq, b).
 template <class Acc, int kPerLane>
 __global__ void forward_kernel(const Params p) {
@@ -205,31 +272,20 @@ __global__ void forward_kernel(const Params p) {
   const int b = blockIdx.z, h = blockIdx.y, hk = h / p.group;
   const int i = blockIdx.x * kWarps + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
-  const bool valid = i < p.seqlen;
-  const int64_t row0 = int64_t(b) * p.seqlen;
-  const int64_t tok = row0 + (valid ? i : 0);
-  const int lo = valid ? p.key_lo[tok] : 0;
-  const int hi = valid ? p.key_hi[tok] : 0;
-  const int32_t seg_q = valid ? p.seg[tok] : 0;
-  const int32_t pos_q = valid ? p.pos[tok] : 0;
-  const int2 tiles = block_range(lo, hi, &shared_lo, &shared_hi);
-  const int tiles_lo = tiles.x, tiles_hi = tiles.y;
+  Walk w = walk_of(p, b, i);
+  walk_partners(w, p, w.valid, p.key_lo, p.key_hi, &shared_lo, &shared_hi);
 
   Acc q[kPerLane];
-  load_row(q, p.q, p.dtype, (tok * p.heads_q + h) * D, D, valid);
+  load_row(q, p.q, p.dtype, (w.tok * p.heads_q + h) * D, D, w.valid);
   const Acc scale = Acc(p.scale);
+  const auto stage_k = [&](int first, int count) {
+    stage_tile<Acc, kMaxD>(k_tile, p.k, p.dtype, w.row0, first, count, p.heads_kv, hk, D);
+  };
 
   // Pass 1: lse = m + log(l), m the running maximum, l the sum of exp(s - m).
   Acc m = -INFINITY, l = 0;
-  for (int first = tiles_lo; first < tiles_hi; first += kTile) {
-    const int count = min(kTile, tiles_hi - first);
-    __syncthreads();  // the previous tile has been read
-    stage_tile<Acc, kMaxD>(k_tile, p.k, p.dtype, row0, first, count, p.heads_kv, hk, D);
-    __syncthreads();
-    for (int t = 0; t < count; ++t) {
-      const int j = first + t;
-      if (j < lo || j >= hi) continue;
-      if (!visible(seg_q, pos_q, p.seg[row0 + j], p.pos[row0 + j], p.mask)) continue;
+  for_each_tile<kTile>(w, stage_k, [&](int first, int count) {
+    for_each_visible<true>(p, w, first, count, [&](int t, int) {
       const Acc s = scale * dot_row(q, k_tile + t * kMaxD, D);
       if (s > m) {
         l = l * P::exp(m - s) + Acc(1);
@@ -237,25 +293,21 @@ __global__ void forward_kernel(const Params p) {
       } else {
         l += P::exp(s - m);
       }
-    }
-  }
+    });
+  });
   const Acc lse = l > Acc(0) ? m + P::log(l) : Acc(-INFINITY);
 
   // Pass 2: O = sum P V.
   Acc o[kPerLane];
 #pragma unroll
   for (int e = 0; e < kPerLane; ++e) o[e] = 0;
-  for (int first = tiles_lo; first < tiles_hi; first += kTile) {
-    const int count = min(kTile, tiles_hi - first);
-    __syncthreads();
-    stage_tile<Acc, kMaxD>(k_tile, p.k, p.dtype, row0, first, count, p.heads_kv, hk, D);
-    stage_tile<Acc, kMaxD>(v_tile, p.v, p.dtype, row0, first, count, p.heads_kv, hk, D);
-    __syncthreads();
-    if (!(l > Acc(0))) continue;  // no visible key (warp-uniform); the barriers above still run
-    for (int t = 0; t < count; ++t) {
-      const int j = first + t;
-      if (j < lo || j >= hi) continue;
-      if (!visible(seg_q, pos_q, p.seg[row0 + j], p.pos[row0 + j], p.mask)) continue;
+  const auto stage_kv = [&](int first, int count) {
+    stage_k(first, count);
+    stage_tile<Acc, kMaxD>(v_tile, p.v, p.dtype, w.row0, first, count, p.heads_kv, hk, D);
+  };
+  for_each_tile<kTile>(w, stage_kv, [&](int first, int count) {
+    if (!(l > Acc(0))) return;  // no visible key (warp-uniform); the barriers still run
+    for_each_visible<true>(p, w, first, count, [&](int t, int) {
       const Acc s = scale * dot_row(q, k_tile + t * kMaxD, D);
       const Acc prob = P::round(P::exp(s - lse), p.dtype);
       const Acc* v_row = v_tile + t * kMaxD;
@@ -264,13 +316,13 @@ __global__ void forward_kernel(const Params p) {
         const int x = lane + 32 * e;
         if (x < D) o[e] += prob * v_row[x];
       }
-    }
-  }
-  if (!valid) return;
+    });
+  });
+  if (!w.valid) return;
 #pragma unroll
   for (int e = 0; e < kPerLane; ++e) {
     const int x = lane + 32 * e;
-    if (x < D) p.out[(tok * p.heads_q + h) * D + x] = double(P::round(o[e], p.dtype));
+    if (x < D) p.out[(w.tok * p.heads_q + h) * D + x] = double(P::round(o[e], p.dtype));
   }
   if (lane == 0) p.lse[(int64_t(b) * p.heads_q + h) * p.seqlen + i] = double(lse);
 }
@@ -304,39 +356,27 @@ __global__ void dq_kernel(const Params p) {
   const int b = blockIdx.z, h = blockIdx.y, hk = h / p.group;
   const int i = blockIdx.x * kWarps + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
-  const bool valid = i < p.seqlen;
-  const int64_t row0 = int64_t(b) * p.seqlen;
-  const int64_t tok = row0 + (valid ? i : 0);
-  const int64_t stat = (int64_t(b) * p.heads_q + h) * p.seqlen + (valid ? i : 0);
+  Walk w = walk_of(p, b, i);
+  const int64_t stat = (int64_t(b) * p.heads_q + h) * p.seqlen + (w.valid ? i : 0);
   const double row_lse = p.lse_in[stat];
   // A row with no visible key has zero gradient: it walks nothing.
-  const bool walks = valid && row_lse != -INFINITY;
-  const int lo = walks ? p.key_lo[tok] : 0;
-  const int hi = walks ? p.key_hi[tok] : 0;
-  const int32_t seg_q = valid ? p.seg[tok] : 0;
-  const int32_t pos_q = valid ? p.pos[tok] : 0;
-  const int2 tiles = block_range(lo, hi, &shared_lo, &shared_hi);
-  const int tiles_lo = tiles.x, tiles_hi = tiles.y;
+  walk_partners(w, p, w.valid && row_lse != -INFINITY, p.key_lo, p.key_hi, &shared_lo, &shared_hi);
 
   Acc q[kPerLane], d_o[kPerLane], dq[kPerLane];
-  load_row(q, p.q, p.dtype, (tok * p.heads_q + h) * D, D, valid);
-  load_row(d_o, p.dout, p.dtype, (tok * p.heads_q + h) * D, D, valid);
+  load_row(q, p.q, p.dtype, (w.tok * p.heads_q + h) * D, D, w.valid);
+  load_row(d_o, p.dout, p.dtype, (w.tok * p.heads_q + h) * D, D, w.valid);
 #pragma unroll
   for (int e = 0; e < kPerLane; ++e) dq[e] = 0;
   const Acc scale = Acc(p.scale);
   const Acc lse = Acc(row_lse);
   const Acc delta = Acc(p.delta[stat]);
 
-  for (int first = tiles_lo; first < tiles_hi; first += kTile) {
-    const int count = min(kTile, tiles_hi - first);
-    __syncthreads();
-    stage_tile<Acc, kMaxD>(k_tile, p.k, p.dtype, row0, first, count, p.heads_kv, hk, D);
-    stage_tile<Acc, kMaxD>(v_tile, p.v, p.dtype, row0, first, count, p.heads_kv, hk, D);
-    __syncthreads();
-    for (int t = 0; t < count; ++t) {
-      const int j = first + t;
-      if (j < lo || j >= hi) continue;
-      if (!visible(seg_q, pos_q, p.seg[row0 + j], p.pos[row0 + j], p.mask)) continue;
+  const auto stage_kv = [&](int first, int count) {
+    stage_tile<Acc, kMaxD>(k_tile, p.k, p.dtype, w.row0, first, count, p.heads_kv, hk, D);
+    stage_tile<Acc, kMaxD>(v_tile, p.v, p.dtype, w.row0, first, count, p.heads_kv, hk, D);
+  };
+  for_each_tile<kTile>(w, stage_kv, [&](int first, int count) {
+    for_each_visible<true>(p, w, first, count, [&](int t, int) {
       const Acc* k_row = k_tile + t * kMaxD;
       const Acc prob = P::exp(scale * dot_row(q, k_row, D) - lse);
       const Acc dprob = dot_row(d_o, v_tile + t * kMaxD, D);
@@ -346,13 +386,13 @@ __global__ void dq_kernel(const Params p) {
         const int x = lane + 32 * e;
         if (x < D) dq[e] += scale * ds * k_row[x];
       }
-    }
-  }
-  if (!valid) return;
+    });
+  });
+  if (!w.valid) return;
 #pragma unroll
   for (int e = 0; e < kPerLane; ++e) {
     const int x = lane + 32 * e;
-    if (x < D) p.dq[(tok * p.heads_q + h) * D + x] = double(P::round(dq[e], p.dtype));
+    if (x < D) p.dq[(w.tok * p.heads_q + h) * D + x] = double(P::round(dq[e], p.dtype));
   }
 }
 
@@ -370,19 +410,12 @@ __global__ void dkdv_kernel(const Params p) {
   const int b = blockIdx.z, hk = blockIdx.y;
   const int j = blockIdx.x * kWarps + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
-  const bool valid = j < p.seqlen;
-  const int64_t row0 = int64_t(b) * p.seqlen;
-  const int64_t tok = row0 + (valid ? j : 0);
-  const int lo = valid ? p.query_lo[tok] : 0;
-  const int hi = valid ? p.query_hi[tok] : 0;
-  const int32_t seg_k = valid ? p.seg[tok] : 0;
-  const int32_t pos_k = valid ? p.pos[tok] : 0;
-  const int2 tiles = block_range(lo, hi, &shared_lo, &shared_hi);
-  const int tiles_lo = tiles.x, tiles_hi = tiles.y;
+  Walk w = walk_of(p, b, j);
+  walk_partners(w, p, w.valid, p.query_lo, p.query_hi, &shared_lo, &shared_hi);
 
   Acc k[kPerLane], v[kPerLane], dk[kPerLane], dv[kPerLane];
-  load_row(k, p.k, p.dtype, (tok * p.heads_kv + hk) * D, D, valid);
-  load_row(v, p.v, p.dtype, (tok * p.heads_kv + hk) * D, D, valid);
+  load_row(k, p.k, p.dtype, (w.tok * p.heads_kv + hk) * D, D, w.valid);
+  load_row(v, p.v, p.dtype, (w.tok * p.heads_kv + hk) * D, D, w.valid);
 #pragma unroll
   for (int e = 0; e < kPerLane; ++e) dk[e] = dv[e] = 0;
   const Acc scale = Acc(p.scale);
@@ -390,18 +423,14 @@ __global__ void dkdv_kernel(const Params p) {
   for (int gh = 0; gh < p.group; ++gh) {
     const int h = hk * p.group + gh;
     const int64_t stat0 = (int64_t(b) * p.heads_q + h) * p.seqlen;
-    for (int first = tiles_lo; first < tiles_hi; first += kTile) {
-      const int count = min(kTile, tiles_hi - first);
-      __syncthreads();
-      stage_tile<Acc, kMaxD>(q_tile, p.q, p.dtype, row0, first, count, p.heads_q, h, D);
-      stage_tile<Acc, kMaxD>(do_tile, p.dout, p.dtype, row0, first, count, p.heads_q, h, D);
-      __syncthreads();
-      for (int t = 0; t < count; ++t) {
-        const int i = first + t;
-        if (i < lo || i >= hi) continue;
-        if (!visible(p.seg[row0 + i], p.pos[row0 + i], seg_k, pos_k, p.mask)) continue;
+    const auto stage_q_do = [&](int first, int count) {
+      stage_tile<Acc, kMaxD>(q_tile, p.q, p.dtype, w.row0, first, count, p.heads_q, h, D);
+      stage_tile<Acc, kMaxD>(do_tile, p.dout, p.dtype, w.row0, first, count, p.heads_q, h, D);
+    };
+    for_each_tile<kTile>(w, stage_q_do, [&](int first, int count) {
+      for_each_visible<false>(p, w, first, count, [&](int t, int i) {
         const double row_lse = p.lse_in[stat0 + i];
-        if (row_lse == -INFINITY) continue;  // as the CPU loop (a visible pair has a finite lse)
+        if (row_lse == -INFINITY) return;  // as the CPU loop (a visible pair has a finite lse)
         const Acc* q_row = q_tile + t * kMaxD;
         const Acc* do_row = do_tile + t * kMaxD;
         const Acc prob = P::exp(scale * dot_row(k, q_row, D) - Acc(row_lse));
@@ -416,16 +445,16 @@ __global__ void dkdv_kernel(const Params p) {
             dk[e] += scale * ds * q_row[x];
           }
         }
-      }
-    }
+      });
+    });
   }
-  if (!valid) return;
+  if (!w.valid) return;
 #pragma unroll
   for (int e = 0; e < kPerLane; ++e) {
     const int x = lane + 32 * e;
     if (x < D) {
-      p.dk[(tok * p.heads_kv + hk) * D + x] = double(P::round(dk[e], p.dtype));
-      p.dv[(tok * p.heads_kv + hk) * D + x] = double(P::round(dv[e], p.dtype));
+      p.dk[(w.tok * p.heads_kv + hk) * D + x] = double(P::round(dk[e], p.dtype));
+      p.dv[(w.tok * p.heads_kv + hk) * D + x] = double(P::round(dv[e], p.dtype));
     }
   }
 }
