@@ -126,15 +126,11 @@ KernelBenchReport bench_kernels(const PackedBatch& batch, const KernelBenchOptio
   double work = 0.0;
   for (const auto& pairs : count_step_pairs(batch, one_rank, 1, o.mask)) work += double(pairs[0]);
   work *= double(o.num_heads_q) * o.head_dim;
-  report.verified =
-      options.verify.value_or(reference == VerifyReference::kGpu || work <= kAutoVerifyWorkLimit);
-  if (!report.verified) {
-    report.verify_note = options.verify.has_value()
-                             ? "verification off (--no-verify)"
-                             : "verification off by default for this size (the cpu fp64 "
-                               "reference would take long); pass --verify to force it";
-    return report;
-  }
+  const VerifyChoice choice =
+      choose_verification(options.verify, work, reference == VerifyReference::kGpu);
+  report.verified = choice.verify;
+  report.verify_note = choice.note;
+  if (!report.verified) return report;
 
   say("one fresh forward and backward for the check");
   forward();
@@ -155,8 +151,7 @@ KernelBenchReport bench_kernels(const PackedBatch& batch, const KernelBenchOptio
   }
   report.errors = verify_run(batch, o, row, options.backward, progress, reference);
   report.verify_note = std::string("reference: ") + verify_reference_name(reference);
-  report.passed = std::all_of(report.errors.begin(), report.errors.end(),
-                              [](const TensorError& e) { return e.passed; });
+  report.passed = all_passed(report.errors);
   return report;
 }
 

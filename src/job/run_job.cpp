@@ -154,20 +154,17 @@ RunReport run_job(const RunOptions& options, const ProgressFn& progress) {
     double work = 0.0;
     for (int64_t pairs : analysis.visible_pairs) work += double(pairs);
     work *= double(o.num_heads_q) * o.head_dim;
-    report.verified = options.verify.value_or(work <= kAutoVerifyWorkLimit);
-    if (!report.verified) {
-      report.verify_note = options.verify.has_value()
-                               ? "verification off (--no-verify)"
-                               : "verification off by default for this size (the fp64 reference "
-                                 "would take long); pass --verify to force it";
-    } else {
+    // cheap = false: a run keeps the CPU-sized default even where the GPU reference judges it.
+    const VerifyChoice choice = choose_verification(options.verify, work, /*cheap=*/false);
+    report.verified = choice.verify;
+    report.verify_note = choice.note;
+    if (report.verified) {
       const VerifyReference reference = verify_reference_for(options.backend);
       report.errors = verify_run(batch, o, row, options.backward, progress, reference);
       report.verify_note = std::string("reference: ") + verify_reference_name(reference);
       clock.lap(reference == VerifyReference::kGpu ? "verify (gpu fp64)" : "verify (cpu fp64)");
     }
-    report.passed = report.verified && std::all_of(report.errors.begin(), report.errors.end(),
-                                                   [](const TensorError& e) { return e.passed; });
+    report.passed = report.verified && all_passed(report.errors);
     return verdict_of(report);
   };
   for_each_rank(rank_options, o.cp, [&](AttentionBackend& backend, Communicator& comm) {

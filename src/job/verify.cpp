@@ -3,6 +3,7 @@
 // one (src/cuda/reference/reference_attention.h): the same sums on the same inputs.
 #include "job/verify.h"
 
+#include <algorithm>
 #include <functional>
 
 #include "core/compare.h"
@@ -34,6 +35,22 @@ VerifyReference verify_reference_for(BackendKind backend) {
 
 const char* verify_reference_name(VerifyReference reference) {
   return reference == VerifyReference::kGpu ? "gpu fp64" : "cpu fp64";
+}
+
+VerifyChoice choose_verification(std::optional<bool> requested, double work, bool cheap) {
+  VerifyChoice choice;
+  choice.verify = requested.value_or(cheap || work <= kAutoVerifyWorkLimit);
+  if (!choice.verify) {
+    choice.note = requested.has_value() ? "verification off (--no-verify)"
+                                        : "verification off by default for this size (the fp64 "
+                                          "reference would take long); pass --verify to force it";
+  }
+  return choice;
+}
+
+bool all_passed(const std::vector<TensorError>& errors) {
+  return !errors.empty() &&
+         std::all_of(errors.begin(), errors.end(), [](const TensorError& e) { return e.passed; });
 }
 
 std::vector<TensorError> verify_run(const PackedBatch& batch, const BatchOptions& options,

@@ -1,6 +1,8 @@
 // Verification of a run against the single-device fp64 reference (docs/design.md §7).
 #pragma once
 
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "job/host_tensors.h"
@@ -19,6 +21,18 @@ struct RowTensors {
 // Visible pairs x heads x head_dim above which `verify` left unset means off: the fp64
 // reference (and the dtype baseline) would take too long on a small machine.
 constexpr double kAutoVerifyWorkLimit = 2.0e9;
+
+// Whether a run or a bench verifies: `requested` (--verify / --no-verify) when given, else when
+// `work` (visible pairs x heads x head_dim) is at most kAutoVerifyWorkLimit or `cheap` (the
+// reference costs little whatever the size). `note` says why not, when not.
+struct VerifyChoice {
+  bool verify = false;
+  std::string note;
+};
+VerifyChoice choose_verification(std::optional<bool> requested, double work, bool cheap);
+
+// Every tensor passed (false when there is none).
+bool all_passed(const std::vector<TensorError>& errors);
 
 // Which fp64 reference judges a run (docs/numerics.md, "The GPU reference"): the GPU reference
 // (src/cuda/reference/) for the CUDA backend of a build with CUDA, the CPU reference
