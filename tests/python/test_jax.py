@@ -466,8 +466,9 @@ def test_ffi_handlers_reject_bad_buffers_with_an_error():
     delta = jax.ffi.ffi_call("ringpack_compute_delta", jax.ShapeDtypeStruct((1, 2, 8), jnp.float32))
     with pytest.raises(Exception, match="dout is bfloat16; pass it as float32"):
         jax.block_until_ready(delta(q.astype(jnp.bfloat16), q))
-    # Well-formed, the delta is rowsum(dout * out) over head_dim.
-    dout = jnp.arange(q.size, dtype=jnp.float32).reshape(q.shape) / q.size
-    out = jnp.ones(q.shape, jnp.float32)
-    np.testing.assert_allclose(np.asarray(delta(dout, out)),
-                               np.swapaxes(np.asarray(dout).sum(-1), 1, 2), rtol=1e-6)
+    # Well-formed (bf16, which every backend takes; CUDA has no fp32 kernels), the delta is
+    # rowsum(dout * out) over head_dim, accumulated in fp32.
+    dout = (jnp.arange(q.size, dtype=jnp.float32).reshape(q.shape) / q.size).astype(jnp.bfloat16)
+    out = jnp.ones(q.shape, jnp.bfloat16)
+    expected = np.swapaxes(np.asarray(dout, np.float64).sum(-1), 1, 2)
+    np.testing.assert_allclose(np.asarray(delta(dout, out)), expected, rtol=1e-5)
