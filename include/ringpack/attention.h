@@ -148,7 +148,7 @@ struct BackendOptions {
   std::uintptr_t stream = 0;
   // CUDA: the forward's main loop (Hopper kernels: head_dim 64 and 128 on compute capability 9.x).
   MainLoop forward_loop = MainLoop::kAuto;
-  // CUDA: the backward's main loop (Hopper kernel: head_dim 128, not deterministic).
+  // CUDA: the backward's main loop (Hopper kernel: head_dim 64 and 128, not deterministic).
   MainLoop backward_loop = MainLoop::kAuto;
   // CUDA: how the Hopper backward adds its gradients (the mma.sync backward uses atomics, so kTma
   // needs the Hopper backward).

@@ -111,7 +111,10 @@ TEST_F(CudaBackendTest, CheckSupportedRejectsKernelOptionsThatCannotHold) {
   rejects(options, 256, false, "--forward-loop wgmma");
   options = BackendOptions{};
   options.backward_loop = MainLoop::kWgmma;
-  rejects(options, 64, true, "--backward-loop wgmma");
+  for (int head_dim : {64, 128}) {  // the Hopper backward's head dims
+    EXPECT_NO_THROW(make_cuda_backend(options)->check_supported(DType::kBF16, head_dim, true))
+        << "head_dim " << head_dim;
+  }
   options.deterministic = true;
   rejects(options, 128, true, "--backward-loop wgmma");
   options = BackendOptions{};

@@ -429,20 +429,22 @@ TEST_F(CudaBackward, LongDocumentAcrossManyTiles) {
   for (int head_dim : {64, 128}) check_long_documents(head_dim, seed);
 }
 
-// The portable mma.sync dK/dV kernel with atomic dQ, which sm_90 skips for head_dim 128 in
-// favour of the wgmma kernel: forced so both stay tested on a Hopper machine.
+// The portable mma.sync dK/dV kernel with atomic dQ, which sm_90 skips for head_dim 64 and 128
+// in favour of the wgmma kernel: forced so both stay tested on a Hopper machine.
 TEST_F(CudaBackward, MmaSyncLoopMatchesReference) {
   const uint64_t seed = seed_from_test_name();
   cuda::KernelOptions mma_sync;
   mma_sync.backward_loop = MainLoop::kMmaSync;
-  check_long_documents(128, seed, mma_sync);
-  for (const NamedLayout& layout : adversarial_layouts(196, 2)) {
-    BackwardSetup setup;
-    setup.head_dim = 128;
-    setup.cp = 2;
-    setup.reorder = ReorderSpec{ReorderKind::kDualChunkSwap, 1};
-    setup.kernels = mma_sync;
-    check_backward(layout.batch, setup, seed, layout.name);
+  for (int head_dim : {64, 128}) {
+    check_long_documents(head_dim, seed, mma_sync);
+    for (const NamedLayout& layout : adversarial_layouts(196, 2)) {
+      BackwardSetup setup;
+      setup.head_dim = head_dim;
+      setup.cp = 2;
+      setup.reorder = ReorderSpec{ReorderKind::kDualChunkSwap, 1};
+      setup.kernels = mma_sync;
+      check_backward(layout.batch, setup, seed, layout.name);
+    }
   }
 }
 
@@ -453,7 +455,7 @@ TEST_F(CudaBackward, AtomicGradientAddsMatchReference) {
   const uint64_t seed = seed_from_test_name();
   cuda::KernelOptions atomics;
   atomics.backward_grad_add = GradientAdd::kAtomics;
-  check_long_documents(128, seed, atomics);
+  for (int head_dim : {64, 128}) check_long_documents(head_dim, seed, atomics);
 }
 
 TEST_F(CudaBackward, HeadSplitsMatchReference) {
@@ -463,7 +465,7 @@ TEST_F(CudaBackward, HeadSplitsMatchReference) {
       cuda::KernelOptions kernels;
       kernels.backward_loop = loop;
       kernels.backward_head_splits = splits;
-      check_long_documents(128, seed, kernels);
+      for (int head_dim : {64, 128}) check_long_documents(head_dim, seed, kernels);
     }
   }
 }

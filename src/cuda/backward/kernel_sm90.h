@@ -1,5 +1,5 @@
 // The dK/dV/dQ backward kernel for Hopper (sm_90a): warp-specialised, TMA-fed, wgmma, head_dim
-// 128, dQ added in place (not deterministic). Device code; included only by
+// 64 and 128, dQ added in place (not deterministic). Device code; included only by
 // src/cuda/instances/backward_*_sm90.cu.
 //
 // Math (docs/design.md §2), per visible pair of query i and key j, with P = exp(scale s - lse_i):
@@ -17,8 +17,9 @@
 //   P^T, dS^T in registers                  (exp2 with lse * log2 e; the mask on partial tiles)
 //   dV_w += P^T dO, dK_w += dS^T Q          (A from registers, dO and Q read MN-major)
 //   dS^T -> shared memory, both warpgroups meet at a named barrier, then
-//   dQ[:, 64 w, 64 w + 64) = dS K[:, 64 w ...) over all 128 keys (A = dS^T read MN-major),
-//   added to the fp32 dq accumulator: each warp stages its 16 query rows in shared memory and
+//   head_dim 128: dQ[:, 64 w, 64 w + 64) = dS K[:, 64 w ...) over all 128 keys,
+//   head_dim 64:  dQ partial = dS_w K_w over this warpgroup's 64 keys (launch_sm90.h says why),
+//   (A = dS^T read MN-major), added to the fp32 dq accumulator: each warp stages its 16 query rows in shared memory and
 //   adds them while the next step's S^T and dP^T run, by two tensor reductions of [16][32] boxes
 //   (GradAdd::kTiles, TMA maps of the accumulators; dK and dV go out the same way at the end), or
 //   with float2 atomics from registers (kAtomics).
@@ -119,18 +120,20 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
   constexpr int kColBlocks = kHeadDim / kSwizzleCols;     // 64-column blocks of a row
   constexpr int kDSteps = kHeadDim / kWgmmaK;             // k16 steps over head_dim
   constexpr int kQSteps = kBlockM / kWgmmaK;              // k16 steps over the query tile
-  constexpr int kKSteps = kBlockN / kWgmmaK;              // k16 steps over the key tile
+  // dQ: k16 steps over the keys each warpgroup sums (all 128, or its own 64 keys at head_dim 64).
+  constexpr bool kDqByKeys = Traits::kDqByKeys;
+  constexpr int kDqKeySteps = (kDqByKeys ? kBlockN / 2 : kBlockN) / kWgmmaK;
   constexpr int kStepsPerBlock = kSwizzleCols / kWgmmaK;  // 4
   constexpr int kSTiles = kBlockM / 8;                    // n8 tiles of S^T (queries)
   constexpr int kHTiles = kHeadDim / 8;                   // n8 tiles of dK, dV
-  constexpr int kQTilesHalf = kSwizzleCols / 8;           // n8 tiles of this warpgroup's dQ half
+  constexpr int kQTilesHalf = kSwizzleCols / 8;           // n8 tiles of this warpgroup's dQ part
   constexpr int kConsumerWarps = Traits::kNumConsumerThreads / kWarpSize;
   constexpr uint32_t kStepBytes = kWgmmaK * sizeof(Element);       // 32
   constexpr uint32_t kBlockBytesKV = kBlockN * kSwizzleLineBytes;  // 16 KB
   constexpr uint32_t kBlockBytesQ = kBlockM * kSwizzleLineBytes;   // 8 KB
   constexpr uint32_t kRowStepBytes = kWgmmaK * kSwizzleLineBytes;  // 16 rows: 2 KB
-  using MmaS = WgmmaOps<Element, kBlockM>;    // 64 x 64 (S^T, dP^T) and 64 x 64 (dQ half)
-  using MmaKV = WgmmaOps<Element, kHeadDim>;  // 64 x 128 (dK, dV)
+  using MmaS = WgmmaOps<Element, kBlockM>;    // 64 x 64 (S^T, dP^T) and 64 x 64 (dQ part)
+  using MmaKV = WgmmaOps<Element, kHeadDim>;  // 64 x head_dim (dK, dV)
 
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   Smem& smem = *reinterpret_cast<Smem*>(smem_raw);
@@ -243,14 +246,19 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
       advance_descriptor(smem_descriptor(smem.k, kChunkBytes, kSwizzleAtomBytes), kv_rows_offset);
   const uint64_t desc_v_rows =
       advance_descriptor(smem_descriptor(smem.v, kChunkBytes, kSwizzleAtomBytes), kv_rows_offset);
-  // MN-major descriptor of K's 64-column block `warpgroup` (B of this warpgroup's dQ half).
+  // This warpgroup's part of dQ: its first column and, in the key-major dS^T and K tiles, the
+  // byte offset of its first key (its own 64 keys at head_dim 64; all keys, column block
+  // `warpgroup`, at 128). B of the dQ MMAs: K read MN-major from there.
+  const int dq_col0 = kDqByKeys ? 0 : warpgroup * kSwizzleCols;
+  const uint32_t dq_key_offset = kDqByKeys ? kv_rows_offset : 0;
   const uint64_t desc_k_cols = advance_descriptor(
-      smem_descriptor(smem.k, kBlockBytesKV, kSwizzleAtomBytes), warpgroup * kBlockBytesKV);
+      smem_descriptor(smem.k, kBlockBytesKV, kSwizzleAtomBytes),
+      kDqByKeys ? dq_key_offset : warpgroup * kBlockBytesKV);
 
   // dq rows of a query head, this warpgroup's 64 columns.
   const auto dq_row = [&](int query, int head) {
     return p.dq + (int64_t(batch) * p.seqlen_q + query) * p.row_stride_q +
-           int64_t(head) * kHeadDim + warpgroup * kSwizzleCols;
+           int64_t(head) * kHeadDim + dq_col0;
   };
   // Tiled dQ: each step stages its rows in smem.dq (right after its dQ MMAs); lane 0 issues their
   // two tensor reductions during the next step's S^T and dP^T MMAs (or after the loop), off the
@@ -266,7 +274,7 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
     fence_proxy_async_shared();  // the staging stores, before the bulk engine reads them
     __syncwarp();
     if (lane != 0) return;
-    reduce_grad_boxes(&maps.dq, dq_stage, kDqBoxes, warpgroup * kSwizzleCols, staged_rows.head,
+    reduce_grad_boxes(&maps.dq, dq_stage, kDqBoxes, dq_col0, staged_rows.head,
                       staged_rows.query0, batch);
     bulk_commit_group();
   };
@@ -358,7 +366,7 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
     wgmma_commit();
 
     // dS^T to shared memory (keys x queries, one 128-byte swizzled line per key), then both
-    // warpgroups' halves are in place for dQ. Two buffers: the barrier of step it + 1 is only
+    // warpgroups' halves are in place for dQ (at head_dim 64 each reads only its own). Two buffers: the barrier of step it + 1 is only
     // passed once both warpgroups have finished step it's dQ.
     // stmatrix: ds_frag[kk][2 half + r] is the 8 x 8 matrix of keys + 8 r, query chunk 2 kk + half;
     // lane i addresses row i % 8 of matrix i / 8.
@@ -375,13 +383,14 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
     fence_proxy_async_shared();
     named_barrier_sync(NamedBarrier::kConsumers, Traits::kNumConsumerThreads);
 
-    // dQ[:, 64 w, 64 w + 64) = dS K: A = dS (queries x keys) read MN-major from dS^T, B = K's
-    // 64-column block w read MN-major; the keys are the k16 steps.
+    // This warpgroup's dQ part = dS K: A = dS (queries x keys) read MN-major from dS^T, B = K
+    // (desc_k_cols) read MN-major; the keys are the k16 steps.
     float dq[kQTilesHalf][4];
-    const uint64_t desc_ds = smem_descriptor(ds_tile, kSwizzleAtomBytes, kSwizzleAtomBytes);
+    const uint64_t desc_ds = advance_descriptor(
+        smem_descriptor(ds_tile, kSwizzleAtomBytes, kSwizzleAtomBytes), dq_key_offset);
     wgmma_fence();
 #pragma unroll
-    for (int kk = 0; kk < kKSteps; ++kk)
+    for (int kk = 0; kk < kDqKeySteps; ++kk)
       MmaS::template ss<1, 1>(dq, advance_descriptor(desc_ds, kk * kRowStepBytes),
                               advance_descriptor(desc_k_cols, kk * kRowStepBytes), kk > 0);
     wgmma_commit();
@@ -394,7 +403,7 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
     // __syncwarp is flagged by racecheck).
     mbarrier_arrive(&smem.q_empty[stage]);
 
-    // dq[query, head, 64 w ...) += scale dQ half: this warp's rows 16 (warp % 4) .. + 15.
+    // dq[query, head, dq_col0 ...) += scale dQ part: this warp's rows 16 (warp % 4) .. + 15.
     if constexpr (kTiles) {
       if (lane == 0) bulk_wait_group<0, true>();  // the previous step's rows have been read
       __syncwarp();
@@ -462,10 +471,10 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
 #endif
 }
 
-template <class Element>
+template <class Element, int kHeadDim>
 void launch_backward_wgmma(BackwardParams params, const BackwardTensorMaps& maps,
                            GradientAdd grad_add, cudaStream_t stream) {
-  using Traits = BackwardWgmmaTraits<Element>;
+  using Traits = BackwardWgmmaTraits<Element, kHeadDim>;
   params.accumulate_dq = true;
   TilePlan plan = plan_tiles(params.segment_ids_k, params.positions_k, params.seqlen_k,
                              Traits::kBlockN, params.segment_ids_q, params.positions_q,

@@ -1,5 +1,5 @@
 // The Hopper (sm_90a) dK/dV/dQ backward (backward/kernel_sm90.h): its tile choices and its
-// launcher, instantiated in src/cuda/instances/backward_hd128_*_sm90.cu. The launcher plans the
+// launcher, instantiated in src/cuda/instances/backward_hd{64,128}_*_sm90.cu. The launcher plans the
 // step's tiles on the device (tiles/tile_lists.h: per key tile, the query tiles that are not
 // skipped, heaviest key tiles first) and launches one CTA per (key tile, kv head, head split).
 #pragma once
@@ -13,16 +13,22 @@
 
 namespace ringpack::cuda {
 
-// Tiles (head_dim 128 only): a CTA owns kBlockN = 128 keys, 64 per consumer warpgroup, whose dK
-// and dV (64 + 64 fp32 registers a thread) stay in registers; it walks query tiles of kBlockM =
-// 64 (S^T and dP^T: 32 + 32 registers; dQ half: 32). Shared memory: K, V 32 KB each, two stages
-// of Q and dO (16 KB each), two dS^T buffers (16 KB each), the staged dQ tiles (32 KB): 192 KB. One
-// CTA per SM, 384 threads: setmaxnreg gives 240 registers to each consumer and 24 to each producer
-// thread.
-template <class Element_>
+// Tiles (head_dim 64 and 128): a CTA owns kBlockN = 128 keys, 64 per consumer warpgroup, whose
+// dK and dV (at head_dim 128: 64 + 64 fp32 registers a thread) stay in registers; it walks query
+// tiles of kBlockM = 64 (S^T and dP^T: 32 + 32 registers; dQ: 32). Shared memory at head_dim 128:
+// K, V 32 KB each, two stages of Q and dO (16 KB each), two dS^T buffers (16 KB each), the staged
+// dQ tiles (32 KB): 192 KB; at head_dim 64 K, V, Q and dO take half. One CTA per SM, 384
+// threads: setmaxnreg gives 240 registers to each consumer and 24 to each producer thread.
+//
+// dQ of a query tile (64 queries x head_dim, a sum over the 128 keys) is split between the two
+// consumer warpgroups: at head_dim 128 by columns (warpgroup w: columns [64 w, 64 w + 64) over
+// all 128 keys, reading both warpgroups' dS^T), at head_dim 64 by keys (warpgroup w: all 64
+// columns over its own 64 keys; both halves are added to the fp32 accumulator).
+template <class Element_, int kHeadDim_>
 struct BackwardWgmmaTraits {
   using Element = Element_;
-  static constexpr int kHeadDim = 128;
+  static constexpr int kHeadDim = kHeadDim_;
+  static_assert(kHeadDim == 64 || kHeadDim == 128, "the Hopper backward serves head_dim 64, 128");
   static constexpr int kBlockN = 128;  // keys per CTA: 64 per consumer warpgroup
   static constexpr int kBlockM = 64;   // queries per step
   static constexpr int kStages = 2;
@@ -33,6 +39,7 @@ struct BackwardWgmmaTraits {
   static constexpr int kKVElems = kBlockN * kHeadDim;
   static constexpr int kQElems = kBlockM * kHeadDim;
   static constexpr int kDsElems = kBlockN * kBlockM;
+  static constexpr bool kDqByKeys = kHeadDim == 64;  // else by 64-column halves
 };
 
 // How the backward adds dQ (each step) and dK / dV (at the end) to the fp32 accumulators:
@@ -49,23 +56,26 @@ constexpr int kGradBoxCols = 32;
 constexpr int kGradBoxFloats = kGradBoxRows * kGradBoxCols;
 constexpr int kDqBoxes = 64 / kGradBoxCols;  // boxes of a warpgroup's 64-column dQ half
 
-// Whether the Hopper backward serves a configuration: head_dim 128, not deterministic (the
+// Whether the Hopper backward serves a configuration: head_dim 64 or 128, not deterministic (the
 // deterministic mode uses the mma.sync kernels).
+constexpr bool backward_wgmma_head_dim(int head_dim) { return head_dim == 64 || head_dim == 128; }
 constexpr bool backward_has_wgmma(int head_dim, bool deterministic) {
-  return head_dim == BackwardWgmmaTraits<__half>::kHeadDim && !deterministic;
+  return backward_wgmma_head_dim(head_dim) && !deterministic;
 }
 
 // params: every field of the step (make_backward_params, head_splits included: CTAs per (key
 // tile, kv head)); the tile fields are filled here. The gradients are added as `grad_add` says.
-template <class Element>
+template <class Element, int kHeadDim>
 void launch_backward_wgmma(BackwardParams params, const BackwardTensorMaps& maps,
                            GradientAdd grad_add, cudaStream_t stream);
 
-#define RINGPACK_BACKWARD_WGMMA_INSTANCE(kind, element)                                        \
-  kind template void launch_backward_wgmma<element>(BackwardParams, const BackwardTensorMaps&, \
-                                                    GradientAdd, cudaStream_t)
+#define RINGPACK_BACKWARD_WGMMA_INSTANCE(kind, head_dim, element)                        \
+  kind template void launch_backward_wgmma<element, head_dim>(                           \
+      BackwardParams, const BackwardTensorMaps&, GradientAdd, cudaStream_t)
 
-RINGPACK_BACKWARD_WGMMA_INSTANCE(extern, __nv_bfloat16);
-RINGPACK_BACKWARD_WGMMA_INSTANCE(extern, __half);
+RINGPACK_BACKWARD_WGMMA_INSTANCE(extern, 64, __nv_bfloat16);
+RINGPACK_BACKWARD_WGMMA_INSTANCE(extern, 64, __half);
+RINGPACK_BACKWARD_WGMMA_INSTANCE(extern, 128, __nv_bfloat16);
+RINGPACK_BACKWARD_WGMMA_INSTANCE(extern, 128, __half);
 
 }  // namespace ringpack::cuda

@@ -17,7 +17,7 @@
 
 namespace ringpack::cuda {
 
-// The Hopper kernel (head_dim 128, atomic dQ) when options.backward_loop, the device, the mode
+// The Hopper kernel (head_dim 64 and 128, atomic dQ) when options.backward_loop, the device, the mode
 // and the tensors allow it (kernel_options.h; TMA maps need 16-byte aligned bases). Returns
 // whether it was launched.
 template <class Element, int kHeadDim>
@@ -25,10 +25,10 @@ bool try_backward_wgmma(const BackwardParams& params, const KernelOptions& optio
                         cudaStream_t stream) {
   const bool hopper_kernel = backward_has_wgmma(kHeadDim, options.deterministic);
   if (!use_hopper_main_loop(options.backward_loop, hopper_kernel, "--backward-loop")) return false;
-  if constexpr (kHeadDim != BackwardWgmmaTraits<Element>::kHeadDim) {
+  if constexpr (!backward_wgmma_head_dim(kHeadDim)) {
     return false;
   } else {
-    using Traits = BackwardWgmmaTraits<Element>;
+    using Traits = BackwardWgmmaTraits<Element, kHeadDim>;
     const bool bf16 = std::is_same_v<Element, __nv_bfloat16>;
     const int64_t tokens_q = int64_t(params.batch) * params.seqlen_q;
     const int64_t tokens_k = int64_t(params.batch) * params.seqlen_k;
@@ -46,7 +46,7 @@ bool try_backward_wgmma(const BackwardParams& params, const KernelOptions& optio
                      "bases needed); use --backward-loop auto");
       return false;
     }
-    launch_backward_wgmma<Element>(params, maps, options.backward_grad_add, stream);
+    launch_backward_wgmma<Element, kHeadDim>(params, maps, options.backward_grad_add, stream);
     return true;
   }
 }
@@ -59,7 +59,7 @@ void run_backward_instance(BackwardParams params, const KernelOptions& options,
   if (try_backward_wgmma<Element, kHeadDim>(params, options, stream)) return;
   RINGPACK_CHECK(options.backward_grad_add != GradientAdd::kTma,
                  "--backward-grad-add tma needs the Hopper backward, which does not serve this "
-                 "step (head_dim 128, not deterministic, compute capability 9.x, aligned tensors); "
+                 "step (head_dim 64 or 128, not deterministic, compute capability 9.x, aligned tensors); "
                  "use --backward-grad-add auto");
   const bool deterministic = options.deterministic;
   const int batch = params.batch;

@@ -3,5 +3,5 @@
 #include "cuda/backward/kernel_sm90.h"
 
 namespace ringpack::cuda {
-RINGPACK_BACKWARD_WGMMA_INSTANCE(, __nv_bfloat16);
+RINGPACK_BACKWARD_WGMMA_INSTANCE(, 128, __nv_bfloat16);
 }  // namespace ringpack::cuda

@@ -3,5 +3,5 @@
 #include "cuda/backward/kernel_sm90.h"
 
 namespace ringpack::cuda {
-RINGPACK_BACKWARD_WGMMA_INSTANCE(, __half);
+RINGPACK_BACKWARD_WGMMA_INSTANCE(, 128, __half);
 }  // namespace ringpack::cuda
