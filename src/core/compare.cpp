@@ -6,6 +6,7 @@
 #include <limits>
 #include <sstream>
 
+#include "core/parallel_for.h"
 #include "ringpack/error.h"
 
 namespace ringpack {
@@ -54,10 +55,17 @@ struct ErrorFigures {
   bool zero_reference = false;  // every finite reference entry is 0
 };
 
-ErrorFigures error_figures(const std::vector<double>& got, const std::vector<double>& ref) {
-  ErrorFigures f;
-  double diff_sq = 0.0, ref_sq = 0.0, got_sq = 0.0;
-  for (size_t i = 0; i < ref.size(); ++i) {
+// The sums of error_figures over elements [begin, end).
+struct PartialFigures {
+  double diff_sq = 0.0, ref_sq = 0.0, got_sq = 0.0, max_abs_err = 0.0;
+  int64_t mismatches = 0;
+  size_t worst_index = 0;  // the first mismatch if any, else the first place of max_abs_err
+  bool has_worst = false;
+};
+
+PartialFigures partial_figures(const double* got, const double* ref, size_t begin, size_t end) {
+  PartialFigures f;
+  for (size_t i = begin; i < end; ++i) {
     const double g = got[i], r = ref[i];
     if (!std::isfinite(g) || !std::isfinite(r)) {
       if (g == r) continue;  // the same infinity on both sides (NaN never equals)
@@ -67,18 +75,57 @@ ErrorFigures error_figures(const std::vector<double>& got, const std::vector<dou
       continue;
     }
     const double diff = std::fabs(g - r);
-    diff_sq += diff * diff;
-    ref_sq += r * r;
-    got_sq += g * g;
+    f.diff_sq += diff * diff;
+    f.ref_sq += r * r;
+    f.got_sq += g * g;
     if (f.mismatches == 0 && (!f.has_worst || diff > f.max_abs_err)) {
       f.worst_index = i;
       f.has_worst = true;
     }
     f.max_abs_err = std::max(f.max_abs_err, diff);
   }
+  return f;
+}
+
+// Elements per block of error_figures: blocks are summed on several threads and combined in
+// block order, so the figures do not depend on the number of threads.
+constexpr size_t kFigureBlock = size_t(1) << 20;
+constexpr int kMaxFigureThreads = 16;
+
+ErrorFigures error_figures(const std::vector<double>& got, const std::vector<double>& ref) {
+  const size_t blocks = (ref.size() + kFigureBlock - 1) / kFigureBlock;
+  std::vector<PartialFigures> parts(blocks);
+  parallel_for(int64_t(blocks), std::min(kMaxFigureThreads, resolve_num_threads(0)),
+               [&](int64_t block) {
+                 const size_t begin = size_t(block) * kFigureBlock;
+                 parts[size_t(block)] = partial_figures(got.data(), ref.data(), begin,
+                                                        std::min(ref.size(), begin + kFigureBlock));
+               });
+  PartialFigures all;
+  for (const PartialFigures& part : parts) {
+    all.diff_sq += part.diff_sq;
+    all.ref_sq += part.ref_sq;
+    all.got_sq += part.got_sq;
+    if (part.has_worst) {
+      // A mismatch anywhere wins over every finite difference; the first one over later ones.
+      const bool take = !all.has_worst ||
+                        (all.mismatches == 0 &&
+                         (part.mismatches > 0 || part.max_abs_err > all.max_abs_err));
+      if (take) all.worst_index = part.worst_index;
+      all.has_worst = true;
+    }
+    all.mismatches += part.mismatches;
+    all.max_abs_err = std::max(all.max_abs_err, part.max_abs_err);
+  }
+  ErrorFigures f;
+  f.max_abs_err = all.max_abs_err;
+  f.mismatches = all.mismatches;
+  f.worst_index = all.worst_index;
+  f.has_worst = all.has_worst;
   // With ||ref|| == 0 the relative error is meaningless; ||got|| is the error then.
-  f.rel_err = ref_sq > 0.0 ? std::sqrt(diff_sq) / std::sqrt(ref_sq) : std::sqrt(got_sq);
-  f.zero_reference = ref_sq == 0.0;
+  f.rel_err = all.ref_sq > 0.0 ? std::sqrt(all.diff_sq) / std::sqrt(all.ref_sq)
+                               : std::sqrt(all.got_sq);
+  f.zero_reference = all.ref_sq == 0.0;
   return f;
 }
 

@@ -40,6 +40,26 @@ TEST(Compare, OneSidedInfAndNaNAreMismatchesAndNeverNaNInTheFigures) {
   EXPECT_EQ(e.worst, "row 0, head 0, token 1: expected -inf, got 0.5");
 }
 
+// The figures are summed in blocks of 2^20 elements on several threads: across blocks the worst
+// element is still the first mismatch when there is one, else the first largest difference.
+TEST(Compare, WorstElementAcrossSummationBlocks) {
+  constexpr size_t kCount = (size_t(1) << 21) + 5;  // three blocks, the last one short
+  const std::vector<int64_t> shape{1, int64_t(kCount), 1, 1};
+  std::vector<double> ref(kCount, 1.0), got(kCount, 1.0);
+  got[100] = 1.25;           // block 0
+  got[(1 << 20) + 7] = 1.5;  // block 1: the largest difference
+  got[(1 << 21) + 2] = 1.5;  // block 2: as large, later
+  TensorError e = compare_tensor("out", got, ref, nullptr, DType::kF32, shape, bshd_axis_names());
+  EXPECT_DOUBLE_EQ(e.max_abs_err, 0.5);
+  EXPECT_EQ(e.worst, "row 0, token 1048583, head 0, dim 0: expected 1, got 1.5");
+  // rel_err = sqrt(0.25^2 + 0.5^2 + 0.5^2) / sqrt(kCount), whatever the order of the sums.
+  EXPECT_NEAR(e.rel_err, std::sqrt(0.5625 / double(kCount)), 1e-15);
+  got[(1 << 21) + 4] = kNaN;  // a mismatch in the last block outranks every difference
+  e = compare_tensor("out", got, ref, nullptr, DType::kF32, shape, bshd_axis_names());
+  EXPECT_EQ(e.masked_mismatches, 1);
+  EXPECT_EQ(e.worst, "row 0, token 2097156, head 0, dim 0: expected 1, got nan");
+}
+
 TEST(Compare, NaNOnBothSidesIsStillAMismatch) {
   const std::vector<double> nan{kNaN};
   const TensorError e =
