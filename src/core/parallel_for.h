@@ -1,6 +1,6 @@
-// A small parallel loop of the CPU code (the CPU backends, the random inputs): work items
-// [0, count) claimed one at a time from a shared counter by `num_threads` threads (the calling
-// thread is one of them).
+// A small parallel loop of the CPU code (the CPU backends, the random inputs, the shards): work
+// items [0, count) claimed one at a time from a shared counter by `num_threads` threads (the
+// calling thread is one of them).
 #pragma once
 
 #include <algorithm>
@@ -20,6 +20,12 @@ namespace ringpack {
 inline int resolve_num_threads(int requested) {
   if (requested > 0) return requested;
   return std::max(1, int(std::thread::hardware_concurrency()));
+}
+
+// Threads of the host loops that fill or copy big buffers (the random inputs, the shards): one per
+// hardware thread, at most 16.
+inline int buffer_threads() {
+  return std::min(16, resolve_num_threads(0));
 }
 
 // Runs body(item) once for every item in [0, count). Items must not write shared memory that

@@ -30,7 +30,6 @@ namespace {
 // Values of random_normal come in blocks of this many, each from its own generator, so that
 // threads can draw them and the values do not depend on the number of threads.
 constexpr size_t kNormalBlock = size_t(1) << 20;
-constexpr int kMaxThreads = 16;
 
 uint64_t block_seed(uint64_t seed, uint64_t block) {  // SplitMix64 of (seed, block)
   uint64_t z = seed + 0x9e3779b97f4a7c15ULL * (block + 1);
@@ -39,15 +38,27 @@ uint64_t block_seed(uint64_t seed, uint64_t block) {  // SplitMix64 of (seed, bl
   return z ^ (z >> 31);
 }
 
-void fill_normal(float* values, size_t count, uint64_t seed) {
+// Runs body(begin, end, block) for the blocks [begin, end) of [0, count), in parallel.
+template <class Body>
+void for_each_block(size_t count, const Body& body) {
+  const int64_t blocks = int64_t((count + kNormalBlock - 1) / kNormalBlock);
+  parallel_for(blocks, buffer_threads(), [&](int64_t block) {
+    const size_t begin = size_t(block) * kNormalBlock;
+    body(begin, std::min(count, begin + kNormalBlock), uint64_t(block));
+  });
+}
+
+// Calls store(i, value) with `count` values from N(0, 1) drawn from `seed`, in order.
+template <class Store>
+void draw_normal(size_t count, uint64_t seed, const Store& store) {
   std::mt19937_64 rng(seed);
   constexpr double kTwoToMinus53 = 1.0 / 9007199254740992.0;
   auto uniform = [&] { return (double(rng() >> 11) + 0.5) * kTwoToMinus53; };  // in (0, 1)
   for (size_t i = 0; i < count; i += 2) {
     const double radius = std::sqrt(-2.0 * std::log(uniform()));
     const double angle = 2.0 * std::numbers::pi * uniform();
-    values[i] = float(radius * std::cos(angle));
-    if (i + 1 < count) values[i + 1] = float(radius * std::sin(angle));
+    store(i, float(radius * std::cos(angle)));
+    if (i + 1 < count) store(i + 1, float(radius * std::sin(angle)));
   }
 }
 
@@ -55,22 +66,27 @@ void fill_normal(float* values, size_t count, uint64_t seed) {
 
 std::vector<float> random_normal(size_t count, uint64_t seed) {
   std::vector<float> values(count);
-  const int64_t blocks = int64_t((count + kNormalBlock - 1) / kNormalBlock);
-  parallel_for(blocks, std::min(kMaxThreads, resolve_num_threads(0)), [&](int64_t block) {
-    const size_t begin = size_t(block) * kNormalBlock;
-    fill_normal(values.data() + begin, std::min(kNormalBlock, count - begin),
-                block_seed(seed, uint64_t(block)));
+  for_each_block(count, [&](size_t begin, size_t end, uint64_t block) {
+    draw_normal(end - begin, block_seed(seed, block),
+                [&](size_t i, float value) { values[begin + i] = value; });
   });
   return values;
 }
 
+std::vector<std::byte> random_normal_bytes(size_t count, uint64_t seed, DType dtype) {
+  std::vector<std::byte> bytes(count * dtype_size(dtype));
+  for_each_block(count, [&](size_t begin, size_t end, uint64_t block) {
+    draw_normal(end - begin, block_seed(seed, block), [&](size_t i, float value) {
+      store_element(bytes.data(), dtype, begin + i, value);
+    });
+  });
+  return bytes;
+}
+
 std::vector<std::byte> to_dtype_bytes(const std::vector<float>& values, DType dtype) {
   std::vector<std::byte> bytes(values.size() * dtype_size(dtype));
-  const int64_t blocks = int64_t((values.size() + kNormalBlock - 1) / kNormalBlock);
-  parallel_for(blocks, std::min(kMaxThreads, resolve_num_threads(0)), [&](int64_t block) {
-    const size_t end = std::min(values.size(), size_t(block + 1) * kNormalBlock);
-    for (size_t i = size_t(block) * kNormalBlock; i < end; ++i)
-      store_element(bytes.data(), dtype, i, values[i]);
+  for_each_block(values.size(), [&](size_t begin, size_t end, uint64_t) {
+    for (size_t i = begin; i < end; ++i) store_element(bytes.data(), dtype, i, values[i]);
   });
   return bytes;
 }

@@ -18,6 +18,9 @@ std::vector<float> random_uniform(size_t count, uint64_t seed, float lo = -1.0f,
 // `count` values from N(0, 1): Box-Muller on mt19937_64 bits.
 std::vector<float> random_normal(size_t count, uint64_t seed);
 
+// to_dtype_bytes(random_normal(count, seed), dtype), without the fp32 copy in between.
+std::vector<std::byte> random_normal_bytes(size_t count, uint64_t seed, DType dtype);
+
 // `values` rounded to `dtype` (to nearest even), as the bytes of a tensor of that dtype.
 std::vector<std::byte> to_dtype_bytes(const std::vector<float>& values, DType dtype);
 

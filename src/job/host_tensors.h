@@ -9,11 +9,14 @@
 
 namespace ringpack {
 
-// Tokens [shard * n, (shard + 1) * n) of every row, as a [rows, n, token_bytes] tensor.
-HostTensor slice_tokens(const HostTensor& full, int shard, int n);
-// The inverse: writes `part` into tokens [shard * n, (shard + 1) * n) of every row of `full`.
-void place_tokens(const HostTensor& part, int shard, HostTensor& full);
-// Every row's tokens permuted by `index` (dst[i] = src[index[i]]), see gather_tokens.
-HostTensor permute_tokens(const HostTensor& full, const std::vector<int32_t>& index);
+// Rank `shard`'s tokens of `full` under the reorder `index` (reorder.h), as a [rows, n,
+// token_bytes] tensor, n = full.tokens / cp: token t of every row is the row's token
+// index[shard * n + t]. The reordered row cut into cp slices, without the reordered copy.
+HostTensor shard_tokens(const HostTensor& full, const std::vector<int32_t>& index, int shard,
+                        int cp);
+// The inverse: the ranks' shards `parts` (rank r's at parts[r], all of one shape) put back
+// together in the original order of the rows.
+HostTensor unshard_tokens(const std::vector<const HostTensor*>& parts,
+                          const std::vector<int32_t>& index);
 
 }  // namespace ringpack

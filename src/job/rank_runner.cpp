@@ -11,9 +11,12 @@ namespace ringpack {
 namespace {
 
 HostTensor bshd_tensor(const PackedBatch& batch, int heads, const BatchOptions& o, uint64_t seed) {
-  HostTensor t(batch.batch, batch.seq_len, size_t(heads) * o.head_dim * dtype_size(o.dtype));
+  HostTensor t;  // not sized here: its bytes come whole from random_normal_bytes
+  t.rows = batch.batch;
+  t.tokens = batch.seq_len;
+  t.token_bytes = size_t(heads) * o.head_dim * dtype_size(o.dtype);
   const size_t count = size_t(batch.batch) * batch.seq_len * heads * o.head_dim;
-  t.bytes = to_dtype_bytes(random_normal(count, seed), o.dtype);
+  t.bytes = random_normal_bytes(count, seed, o.dtype);
   return t;
 }
 
@@ -45,20 +48,17 @@ RowTensors draw_row_inputs(const PackedBatch& batch, const BatchOptions& o) {
 std::vector<RankShard> make_shards(const PackedBatch& batch, const RowTensors& row,
                                    const std::vector<int32_t>& index, int cp,
                                    const ReorderAnalysis& analysis) {
-  const int n = batch.seq_len / cp;
-  const HostTensor q = permute_tokens(row.q, index), k = permute_tokens(row.k, index);
-  const HostTensor v = permute_tokens(row.v, index), dout = permute_tokens(row.dout, index);
-  const HostTensor ids = permute_tokens(int_tensor(batch, batch.segment_ids), index);
-  const HostTensor pos = permute_tokens(int_tensor(batch, batch.positions), index);
+  const HostTensor ids = int_tensor(batch, batch.segment_ids);
+  const HostTensor pos = int_tensor(batch, batch.positions);
   std::vector<RankShard> shards(static_cast<size_t>(cp));
   for (int r = 0; r < cp; ++r) {
     RankShard& shard = shards[size_t(r)];
-    shard.q = slice_tokens(q, r, n);
-    shard.k = slice_tokens(k, r, n);
-    shard.v = slice_tokens(v, r, n);
-    shard.dout = slice_tokens(dout, r, n);
-    shard.segment_ids = slice_tokens(ids, r, n);
-    shard.positions = slice_tokens(pos, r, n);
+    shard.q = shard_tokens(row.q, index, r, cp);
+    shard.k = shard_tokens(row.k, index, r, cp);
+    shard.v = shard_tokens(row.v, index, r, cp);
+    shard.dout = shard_tokens(row.dout, index, r, cp);
+    shard.segment_ids = shard_tokens(ids, index, r, cp);
+    shard.positions = shard_tokens(pos, index, r, cp);
     shard.step_visible.resize(size_t(cp));
     for (int src = 0; src < cp; ++src)
       shard.step_visible[size_t(src)] = analysis.step_pairs[size_t(r)][size_t(src)] > 0;

@@ -32,8 +32,8 @@ struct RankResult {
 // Random Q, K, V and dO of a whole batch (seeds derived from options.seed).
 RowTensors draw_row_inputs(const PackedBatch& batch, const BatchOptions& options);
 
-// The `cp` shards of a batch: the rows permuted by the reorder `index`, cut into cp slices, with
-// each rank's visible steps from the plan's analysis.
+// The `cp` shards of a batch: the rows permuted by the reorder `index`, cut into cp slices
+// (shard_tokens), with each rank's visible steps from the plan's analysis.
 std::vector<RankShard> make_shards(const PackedBatch& batch, const RowTensors& row,
                                    const std::vector<int32_t>& index, int cp,
                                    const ReorderAnalysis& analysis);

@@ -130,19 +130,18 @@ RunReport run_job(const RunOptions& options, const ProgressFn& progress) {
   // multi-process run, or this process when it holds every rank); returns the verdict.
   const auto restore_and_verify = [&]() -> Verdict {
     clock.lap("cp run");
-    // Back to original order: place each rank's shard, then undo the reorder.
-    const std::vector<int32_t> inverse = invert_index(index);
-    auto unshard = [&](HostTensor RankResult::*field, const HostTensor& like) {
-      HostTensor full(like.rows, batch.seq_len, like.token_bytes);
-      for (int r = 0; r < o.cp; ++r) place_tokens(results[r].*field, r, full);
-      return permute_tokens(full, inverse);
+    // Back to original order: each rank's tokens copied straight to their original places.
+    auto unshard = [&](HostTensor RankResult::*field) {
+      std::vector<const HostTensor*> parts;
+      for (const RankResult& result : results) parts.push_back(&(result.*field));
+      return unshard_tokens(parts, index);
     };
-    row.out = unshard(&RankResult::out, row.q);
-    row.lse = unshard(&RankResult::lse, HostTensor(batch.batch * o.num_heads_q, 0, sizeof(float)));
+    row.out = unshard(&RankResult::out);
+    row.lse = unshard(&RankResult::lse);
     if (options.backward) {
-      row.dq = unshard(&RankResult::dq, row.q);
-      row.dk = unshard(&RankResult::dk, row.k);
-      row.dv = unshard(&RankResult::dv, row.v);
+      row.dq = unshard(&RankResult::dq);
+      row.dk = unshard(&RankResult::dk);
+      row.dv = unshard(&RankResult::dv);
     }
     for (int r = 0; r < o.cp; ++r) {
       results[r].report.visible_pairs = analysis.visible_pairs[r];
