@@ -90,12 +90,11 @@ PartialFigures partial_figures(const double* got, const double* ref, size_t begi
 // Elements per block of error_figures: blocks are summed on several threads and combined in
 // block order, so the figures do not depend on the number of threads.
 constexpr size_t kFigureBlock = size_t(1) << 20;
-constexpr int kMaxFigureThreads = 16;
 
 ErrorFigures error_figures(const std::vector<double>& got, const std::vector<double>& ref) {
   const size_t blocks = (ref.size() + kFigureBlock - 1) / kFigureBlock;
   std::vector<PartialFigures> parts(blocks);
-  parallel_for(int64_t(blocks), std::min(kMaxFigureThreads, resolve_num_threads(0)),
+  parallel_for(int64_t(blocks), buffer_threads(),
                [&](int64_t block) {
                  const size_t begin = size_t(block) * kFigureBlock;
                  parts[size_t(block)] = partial_figures(got.data(), ref.data(), begin,

@@ -219,7 +219,7 @@ std::vector<double> to_double(const void* data, DType dtype, size_t count) {
   std::vector<double> result(count);
   constexpr size_t kBlock = size_t(1) << 20;  // elements per parallel_for item
   const int64_t blocks = int64_t((count + kBlock - 1) / kBlock);
-  parallel_for(blocks, std::min(16, resolve_num_threads(0)), [&](int64_t block) {
+  parallel_for(blocks, buffer_threads(), [&](int64_t block) {
     const size_t end = std::min(count, size_t(block + 1) * kBlock);
     for (size_t i = size_t(block) * kBlock; i < end; ++i) {
       result[i] = double(load_element(data, dtype, i));
