@@ -94,12 +94,11 @@ constexpr size_t kFigureBlock = size_t(1) << 20;
 ErrorFigures error_figures(const std::vector<double>& got, const std::vector<double>& ref) {
   const size_t blocks = (ref.size() + kFigureBlock - 1) / kFigureBlock;
   std::vector<PartialFigures> parts(blocks);
-  parallel_for(int64_t(blocks), buffer_threads(),
-               [&](int64_t block) {
-                 const size_t begin = size_t(block) * kFigureBlock;
-                 parts[size_t(block)] = partial_figures(got.data(), ref.data(), begin,
-                                                        std::min(ref.size(), begin + kFigureBlock));
-               });
+  parallel_for(int64_t(blocks), buffer_threads(), [&](int64_t block) {
+    const size_t begin = size_t(block) * kFigureBlock;
+    parts[size_t(block)] =
+        partial_figures(got.data(), ref.data(), begin, std::min(ref.size(), begin + kFigureBlock));
+  });
   PartialFigures all;
   for (const PartialFigures& part : parts) {
     all.diff_sq += part.diff_sq;
@@ -107,9 +106,9 @@ ErrorFigures error_figures(const std::vector<double>& got, const std::vector<dou
     all.got_sq += part.got_sq;
     if (part.has_worst) {
       // A mismatch anywhere wins over every finite difference; the first one over later ones.
-      const bool take = !all.has_worst ||
-                        (all.mismatches == 0 &&
-                         (part.mismatches > 0 || part.max_abs_err > all.max_abs_err));
+      const bool take =
+          !all.has_worst ||
+          (all.mismatches == 0 && (part.mismatches > 0 || part.max_abs_err > all.max_abs_err));
       if (take) all.worst_index = part.worst_index;
       all.has_worst = true;
     }
@@ -122,8 +121,8 @@ ErrorFigures error_figures(const std::vector<double>& got, const std::vector<dou
   f.worst_index = all.worst_index;
   f.has_worst = all.has_worst;
   // With ||ref|| == 0 the relative error is meaningless; ||got|| is the error then.
-  f.rel_err = all.ref_sq > 0.0 ? std::sqrt(all.diff_sq) / std::sqrt(all.ref_sq)
-                               : std::sqrt(all.got_sq);
+  f.rel_err =
+      all.ref_sq > 0.0 ? std::sqrt(all.diff_sq) / std::sqrt(all.ref_sq) : std::sqrt(all.got_sq);
   f.zero_reference = all.ref_sq == 0.0;
   return f;
 }

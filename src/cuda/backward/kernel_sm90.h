@@ -19,10 +19,10 @@
 //   dS^T -> shared memory, both warpgroups meet at a named barrier, then
 //   head_dim 128: dQ[:, 64 w, 64 w + 64) = dS K[:, 64 w ...) over all 128 keys,
 //   head_dim 64:  dQ partial = dS_w K_w over this warpgroup's 64 keys (launch_sm90.h says why),
-//   (A = dS^T read MN-major), added to the fp32 dq accumulator: each warp stages its 16 query rows in shared memory and
-//   adds them while the next step's S^T and dP^T run, by two tensor reductions of [16][32] boxes
-//   (GradAdd::kTiles, TMA maps of the accumulators; dK and dV go out the same way at the end), or
-//   with float2 atomics from registers (kAtomics).
+//   (A = dS^T read MN-major), added to the fp32 dq accumulator: each warp stages its 16 query rows
+//   in shared memory and adds them while the next step's S^T and dP^T run, by two tensor reductions
+//   of [16][32] boxes (GradAdd::kTiles, TMA maps of the accumulators; dK and dV go out the same way
+//   at the end), or with float2 atomics from registers (kAtomics).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -117,9 +117,9 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
   constexpr int kBlockN = Traits::kBlockN;
   constexpr int kBlockM = Traits::kBlockM;
   constexpr int kStages = Traits::kStages;
-  constexpr int kColBlocks = kHeadDim / kSwizzleCols;     // 64-column blocks of a row
-  constexpr int kDSteps = kHeadDim / kWgmmaK;             // k16 steps over head_dim
-  constexpr int kQSteps = kBlockM / kWgmmaK;              // k16 steps over the query tile
+  constexpr int kColBlocks = kHeadDim / kSwizzleCols;  // 64-column blocks of a row
+  constexpr int kDSteps = kHeadDim / kWgmmaK;          // k16 steps over head_dim
+  constexpr int kQSteps = kBlockM / kWgmmaK;           // k16 steps over the query tile
   // dQ: k16 steps over the keys each warpgroup sums (all 128, or its own 64 keys at head_dim 64).
   constexpr bool kDqByKeys = Traits::kDqByKeys;
   constexpr int kDqKeySteps = (kDqByKeys ? kBlockN / 2 : kBlockN) / kWgmmaK;
@@ -251,9 +251,9 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
   // `warpgroup`, at 128). B of the dQ MMAs: K read MN-major from there.
   const int dq_col0 = kDqByKeys ? 0 : warpgroup * kSwizzleCols;
   const uint32_t dq_key_offset = kDqByKeys ? kv_rows_offset : 0;
-  const uint64_t desc_k_cols = advance_descriptor(
-      smem_descriptor(smem.k, kBlockBytesKV, kSwizzleAtomBytes),
-      kDqByKeys ? dq_key_offset : warpgroup * kBlockBytesKV);
+  const uint64_t desc_k_cols =
+      advance_descriptor(smem_descriptor(smem.k, kBlockBytesKV, kSwizzleAtomBytes),
+                         kDqByKeys ? dq_key_offset : warpgroup * kBlockBytesKV);
 
   // dq rows of a query head, this warpgroup's 64 columns.
   const auto dq_row = [&](int query, int head) {
@@ -274,8 +274,8 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
     fence_proxy_async_shared();  // the staging stores, before the bulk engine reads them
     __syncwarp();
     if (lane != 0) return;
-    reduce_grad_boxes(&maps.dq, dq_stage, kDqBoxes, dq_col0, staged_rows.head,
-                      staged_rows.query0, batch);
+    reduce_grad_boxes(&maps.dq, dq_stage, kDqBoxes, dq_col0, staged_rows.head, staged_rows.query0,
+                      batch);
     bulk_commit_group();
   };
 
@@ -366,8 +366,8 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
     wgmma_commit();
 
     // dS^T to shared memory (keys x queries, one 128-byte swizzled line per key), then both
-    // warpgroups' halves are in place for dQ (at head_dim 64 each reads only its own). Two buffers: the barrier of step it + 1 is only
-    // passed once both warpgroups have finished step it's dQ.
+    // warpgroups' halves are in place for dQ (at head_dim 64 each reads only its own). Two buffers:
+    // the barrier of step it + 1 is only passed once both warpgroups have finished step it's dQ.
     // stmatrix: ds_frag[kk][2 half + r] is the 8 x 8 matrix of keys + 8 r, query chunk 2 kk + half;
     // lane i addresses row i % 8 of matrix i / 8.
     Element* ds_tile = smem.ds[it & 1];

@@ -1,6 +1,6 @@
 // The Hopper (sm_90a) dK/dV/dQ backward (backward/kernel_sm90.h): its tile choices and its
-// launcher, instantiated in src/cuda/instances/backward_hd{64,128}_*_sm90.cu. The launcher plans the
-// step's tiles on the device (tiles/tile_lists.h: per key tile, the query tiles that are not
+// launcher, instantiated in src/cuda/instances/backward_hd{64,128}_*_sm90.cu. The launcher plans
+// the step's tiles on the device (tiles/tile_lists.h: per key tile, the query tiles that are not
 // skipped, heaviest key tiles first) and launches one CTA per (key tile, kv head, head split).
 #pragma once
 
@@ -58,7 +58,9 @@ constexpr int kDqBoxes = 64 / kGradBoxCols;  // boxes of a warpgroup's 64-column
 
 // Whether the Hopper backward serves a configuration: head_dim 64 or 128, not deterministic (the
 // deterministic mode uses the mma.sync kernels).
-constexpr bool backward_wgmma_head_dim(int head_dim) { return head_dim == 64 || head_dim == 128; }
+constexpr bool backward_wgmma_head_dim(int head_dim) {
+  return head_dim == 64 || head_dim == 128;
+}
 constexpr bool backward_has_wgmma(int head_dim, bool deterministic) {
   return backward_wgmma_head_dim(head_dim) && !deterministic;
 }
@@ -69,8 +71,8 @@ template <class Element, int kHeadDim>
 void launch_backward_wgmma(BackwardParams params, const BackwardTensorMaps& maps,
                            GradientAdd grad_add, cudaStream_t stream);
 
-#define RINGPACK_BACKWARD_WGMMA_INSTANCE(kind, head_dim, element)                        \
-  kind template void launch_backward_wgmma<element, head_dim>(                           \
+#define RINGPACK_BACKWARD_WGMMA_INSTANCE(kind, head_dim, element) \
+  kind template void launch_backward_wgmma<element, head_dim>(    \
       BackwardParams, const BackwardTensorMaps&, GradientAdd, cudaStream_t)
 
 RINGPACK_BACKWARD_WGMMA_INSTANCE(extern, 64, __nv_bfloat16);

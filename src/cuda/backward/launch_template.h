@@ -17,8 +17,8 @@
 
 namespace ringpack::cuda {
 
-// The Hopper kernel (head_dim 64 and 128, atomic dQ) when options.backward_loop, the device, the mode
-// and the tensors allow it (kernel_options.h; TMA maps need 16-byte aligned bases). Returns
+// The Hopper kernel (head_dim 64 and 128, atomic dQ) when options.backward_loop, the device, the
+// mode and the tensors allow it (kernel_options.h; TMA maps need 16-byte aligned bases). Returns
 // whether it was launched.
 template <class Element, int kHeadDim>
 bool try_backward_wgmma(const BackwardParams& params, const KernelOptions& options,
@@ -57,10 +57,11 @@ void run_backward_instance(BackwardParams params, const KernelOptions& options,
   using Traits = BackwardTraits<Element, kHeadDim>;
   if (params.batch == 0 || params.seqlen_q == 0 || params.seqlen_k == 0) return;
   if (try_backward_wgmma<Element, kHeadDim>(params, options, stream)) return;
-  RINGPACK_CHECK(options.backward_grad_add != GradientAdd::kTma,
-                 "--backward-grad-add tma needs the Hopper backward, which does not serve this "
-                 "step (head_dim 64 or 128, not deterministic, compute capability 9.x, aligned tensors); "
-                 "use --backward-grad-add auto");
+  RINGPACK_CHECK(
+      options.backward_grad_add != GradientAdd::kTma,
+      "--backward-grad-add tma needs the Hopper backward, which does not serve this "
+      "step (head_dim 64 or 128, not deterministic, compute capability 9.x, aligned tensors); "
+      "use --backward-grad-add auto");
   const bool deterministic = options.deterministic;
   const int batch = params.batch;
   params.num_tiles_q = num_tiles(params.seqlen_q, Traits::kBlockM);
