@@ -2,14 +2,14 @@
 // src/cpu/reference_attention.cpp with the sums spread over the 32 lanes of a warp.
 //
 // Forward: one warp per (row b, query head h, query i); lane l holds elements l, l + 32, ... of
-// the head dim. Pass 1 walks the visible keys with an online max / sum to get lse; pass 2 walks
-// them again for O = sum P V with P = exp(s - lse) (rounded to dtype in the low-precision
-// baseline, as lowprec_forward does). Backward: delta = <dO, O> per query row; dQ with one warp
-// per query row (the forward's walk); dK, dV with one warp per (row, kv head, key) walking the
-// queries of every q head of its group, so no sum is shared between warps (no atomics,
-// deterministic). The 8 warps of a block take 8 neighbouring rows of one head and stage the
-// tokens they walk (K and V, or Q and dO) in shared memory, a tile at a time, widened to the
-// accumulation type.
+// the head dim, and the warp takes its partners a few at a time (for_each_visible). Pass 1 walks
+// the visible keys with an online max / sum to get lse; pass 2 walks them again for O = sum P V
+// with P = exp(s - lse) (rounded to dtype in the low-precision baseline, as lowprec_forward does).
+// Backward: delta = <dO, O> per query row; dQ with one warp per query row (the forward's walk); dK,
+// dV with one warp per (row, kv head, key) walking the queries of every q head of its group, so no
+// sum is shared between warps (no atomics, deterministic). The 8 warps of a block take 8
+// neighbouring rows of one head and stage the tokens they walk (K and V, or Q and dO) in shared
+// memory, a tile at a time, widened to the accumulation type.
 //
 // Which pairs are walked (docs/numerics.md, "The GPU reference"): the host finds, per token, the
 // index range of the partners that can be visible. When the token's segment id forms one
@@ -129,15 +129,6 @@ struct Prec {
   }
 };
 
-// The sum over the warp, the same value in every lane (the xor butterfly adds the same two
-// numbers in both lanes of each exchange).
-template <class Acc>
-__device__ __forceinline__ Acc warp_sum(Acc x) {
-#pragma unroll
-  for (int offset = 16; offset > 0; offset /= 2) x += __shfl_xor_sync(0xffffffffu, x, offset);
-  return x;
-}
-
 // A row of the head dim in registers: lane holds elements lane + 32 e.
 template <class Acc, int kPerLane>
 __device__ __forceinline__ void load_row(Acc (&row)[kPerLane], const void* data, int dtype,
@@ -150,9 +141,10 @@ __device__ __forceinline__ void load_row(Acc (&row)[kPerLane], const void* data,
   }
 }
 
+// This lane's part of <row, tile_row>: its elements lane + 32 e, in order.
 template <class Acc, int kPerLane>
-__device__ __forceinline__ Acc dot_row(const Acc (&row)[kPerLane], const Acc* tile_row,
-                                       int head_dim) {
+__device__ __forceinline__ Acc lane_dot(const Acc (&row)[kPerLane], const Acc* tile_row,
+                                        int head_dim) {
   const int lane = threadIdx.x % 32;
   Acc sum = 0;
 #pragma unroll
@@ -160,7 +152,7 @@ __device__ __forceinline__ Acc dot_row(const Acc (&row)[kPerLane], const Acc* ti
     const int x = lane + 32 * e;
     if (x < head_dim) sum += row[e] * tile_row[x];
   }
-  return warp_sum(sum);
+  return sum;
 }
 
 // Tokens [first, first + count) of head `head` of a [b, s, heads, d] tensor into a shared tile
@@ -242,20 +234,59 @@ __device__ __forceinline__ void for_each_tile(const Walk& w, Stage&& stage, Visi
   }
 }
 
-// fn(t, j) for each partner j = first + t of the tile within [lo, hi) that the mask rule lets
-// the pair see; kTokenIsQuery: the warp's token is the query of the pair (else its key).
-template <bool kTokenIsQuery, class Fn>
+// Dot products of a walk with the tile's partners: a = <row_a, tile_a[t]> and, with kDots = 2,
+// b = <row_b, tile_b[t]>; each lane_dot summed over the warp by an xor butterfly, which adds the
+// same two numbers in both lanes of each exchange: the same value in every lane.
+template <class Acc, int kPerLane>
+struct PartnerDots {
+  const Acc (&row_a)[kPerLane];
+  const Acc* tile_a;
+  const Acc (&row_b)[kPerLane];
+  const Acc* tile_b;
+};
+
+// Partners visited kVisitBatch at a time: their dot products are summed over the warp together,
+// so the shuffle chains of a batch overlap (one partner at a time leaves the warp waiting on one
+// chain). The sums are the ones a partner at a time computes, in the same order.
+constexpr int kVisitBatch = 4;
+
+// fn(t, j, a, b) for each partner j = first + t of the tile within [lo, hi) that the mask rule
+// lets the pair see, with its dot products (b = 0 when kDots = 1); kTokenIsQuery: the warp's
+// token is the query of the pair (else its key).
+template <bool kTokenIsQuery, int kDots, class Acc, int kPerLane, class Fn>
 __device__ __forceinline__ void for_each_visible(const Params& p, const Walk& w, int first,
-                                                 int count, Fn&& fn) {
-  for (int t = 0; t < count; ++t) {
-    const int j = first + t;
-    if (j < w.lo || j >= w.hi) continue;
-    const int32_t seg = p.seg[w.row0 + j], pos = p.pos[w.row0 + j];
-    if (kTokenIsQuery ? !visible(w.seg, w.pos, seg, pos, p.mask)
-                      : !visible(seg, pos, w.seg, w.pos, p.mask)) {
-      continue;
+                                                 int count, const PartnerDots<Acc, kPerLane>& d,
+                                                 Fn&& fn) {
+  constexpr int kMaxD = 32 * kPerLane;
+  const int t_lo = max(0, w.lo - first), t_hi = min(count, w.hi - first);
+  for (int t0 = t_lo; t0 < t_hi; t0 += kVisitBatch) {
+    bool seen[kVisitBatch];
+    Acc a[kVisitBatch], b[kVisitBatch];
+#pragma unroll
+    for (int u = 0; u < kVisitBatch; ++u) {
+      const int t = t0 + u;
+      seen[u] = false;
+      a[u] = b[u] = Acc(0);
+      if (t >= t_hi) continue;  // warp-uniform
+      const int32_t seg = p.seg[w.row0 + first + t], pos = p.pos[w.row0 + first + t];
+      seen[u] = kTokenIsQuery ? visible(w.seg, w.pos, seg, pos, p.mask)
+                              : visible(seg, pos, w.seg, w.pos, p.mask);
+      if (!seen[u]) continue;
+      a[u] = lane_dot(d.row_a, d.tile_a + t * kMaxD, p.head_dim);
+      if constexpr (kDots == 2) b[u] = lane_dot(d.row_b, d.tile_b + t * kMaxD, p.head_dim);
     }
-    fn(t, j);
+#pragma unroll
+    for (int offset = 16; offset > 0; offset /= 2) {
+#pragma unroll
+      for (int u = 0; u < kVisitBatch; ++u) {
+        a[u] += __shfl_xor_sync(0xffffffffu, a[u], offset);
+        if constexpr (kDots == 2) b[u] += __shfl_xor_sync(0xffffffffu, b[u], offset);
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < kVisitBatch; ++u) {
+      if (seen[u]) fn(t0 + u, first + t0 + u, a[u], b[u]);
+    }
   }
 }
 
@@ -281,12 +312,13 @@ __global__ void forward_kernel(const Params p) {
   const auto stage_k = [&](int first, int count) {
     stage_tile<Acc, kMaxD>(k_tile, p.k, p.dtype, w.row0, first, count, p.heads_kv, hk, D);
   };
+  const PartnerDots<Acc, kPerLane> dots_qk{q, k_tile, q, nullptr};
 
   // Pass 1: lse = m + log(l), m the running maximum, l the sum of exp(s - m).
   Acc m = -INFINITY, l = 0;
   for_each_tile<kTile>(w, stage_k, [&](int first, int count) {
-    for_each_visible<true>(p, w, first, count, [&](int t, int) {
-      const Acc s = scale * dot_row(q, k_tile + t * kMaxD, D);
+    for_each_visible<true, 1>(p, w, first, count, dots_qk, [&](int, int, Acc qk, Acc) {
+      const Acc s = scale * qk;
       if (s > m) {
         l = l * P::exp(m - s) + Acc(1);
         m = s;
@@ -307,8 +339,8 @@ __global__ void forward_kernel(const Params p) {
   };
   for_each_tile<kTile>(w, stage_kv, [&](int first, int count) {
     if (!(l > Acc(0))) return;  // no visible key (warp-uniform); the barriers still run
-    for_each_visible<true>(p, w, first, count, [&](int t, int) {
-      const Acc s = scale * dot_row(q, k_tile + t * kMaxD, D);
+    for_each_visible<true, 1>(p, w, first, count, dots_qk, [&](int t, int, Acc qk, Acc) {
+      const Acc s = scale * qk;
       const Acc prob = P::round(P::exp(s - lse), p.dtype);
       const Acc* v_row = v_tile + t * kMaxD;
 #pragma unroll
@@ -375,11 +407,11 @@ __global__ void dq_kernel(const Params p) {
     stage_tile<Acc, kMaxD>(k_tile, p.k, p.dtype, w.row0, first, count, p.heads_kv, hk, D);
     stage_tile<Acc, kMaxD>(v_tile, p.v, p.dtype, w.row0, first, count, p.heads_kv, hk, D);
   };
+  const PartnerDots<Acc, kPerLane> dots{q, k_tile, d_o, v_tile};  // <Q, K>, <dO, V>
   for_each_tile<kTile>(w, stage_kv, [&](int first, int count) {
-    for_each_visible<true>(p, w, first, count, [&](int t, int) {
+    for_each_visible<true, 2>(p, w, first, count, dots, [&](int t, int, Acc qk, Acc dprob) {
       const Acc* k_row = k_tile + t * kMaxD;
-      const Acc prob = P::exp(scale * dot_row(q, k_row, D) - lse);
-      const Acc dprob = dot_row(d_o, v_tile + t * kMaxD, D);
+      const Acc prob = P::exp(scale * qk - lse);
       const Acc ds = P::round(prob * (dprob - delta), p.dtype);
 #pragma unroll
       for (int e = 0; e < kPerLane; ++e) {
@@ -427,14 +459,14 @@ __global__ void dkdv_kernel(const Params p) {
       stage_tile<Acc, kMaxD>(q_tile, p.q, p.dtype, w.row0, first, count, p.heads_q, h, D);
       stage_tile<Acc, kMaxD>(do_tile, p.dout, p.dtype, w.row0, first, count, p.heads_q, h, D);
     };
+    const PartnerDots<Acc, kPerLane> dots{k, q_tile, v, do_tile};  // <K, Q>, <V, dO>
     for_each_tile<kTile>(w, stage_q_do, [&](int first, int count) {
-      for_each_visible<false>(p, w, first, count, [&](int t, int i) {
+      for_each_visible<false, 2>(p, w, first, count, dots, [&](int t, int i, Acc kq, Acc dprob) {
         const double row_lse = p.lse_in[stat0 + i];
         if (row_lse == -INFINITY) return;  // as the CPU loop (a visible pair has a finite lse)
         const Acc* q_row = q_tile + t * kMaxD;
         const Acc* do_row = do_tile + t * kMaxD;
-        const Acc prob = P::exp(scale * dot_row(k, q_row, D) - Acc(row_lse));
-        const Acc dprob = dot_row(v, do_row, D);  // <dO[q], V[k]>
+        const Acc prob = P::exp(scale * kq - Acc(row_lse));
         const Acc prob_r = P::round(prob, p.dtype);
         const Acc ds = P::round(prob * (dprob - Acc(p.delta[stat0 + i])), p.dtype);
 #pragma unroll
