@@ -13,15 +13,13 @@
 namespace ringpack::cuda {
 namespace {
 
-constexpr float kLog2e = 1.4426950408889634f;
-
 // CTAs per (key tile, kv head) of the dK/dV kernels: options.backward_head_splits when given (it
 // must divide the GQA group, and be 1 when deterministic), else backward_head_splits.
-int resolve_head_splits(const KernelOptions& options, int group_size) {
+int resolve_head_splits(const KernelOptions& options, int heads_per_kv) {
   const int splits = options.backward_head_splits;
-  if (splits == 0) return backward_head_splits(group_size, options.deterministic);
-  RINGPACK_CHECK(splits > 0 && group_size % splits == 0, "--backward-head-splits ", splits,
-                 " must divide the GQA group size ", group_size,
+  if (splits == 0) return backward_head_splits(heads_per_kv, options.deterministic);
+  RINGPACK_CHECK(splits > 0 && heads_per_kv % splits == 0, "--backward-head-splits ", splits,
+                 " must divide the GQA group size ", heads_per_kv,
                  " (num_heads_q / num_heads_kv); use a divisor, or 0 for the default");
   RINGPACK_CHECK(!options.deterministic || splits == 1, "--backward-head-splits ", splits,
                  " with --deterministic: the deterministic backward adds dK/dV from one CTA per "
@@ -38,32 +36,15 @@ BackwardParams make_backward_params(const AttentionStep& step, const BackwardInp
   RINGPACK_CHECK(acc.dq && acc.dk && acc.dv,
                  "CUDA backward: dq, dk and dv accumulators must be set");
   BackwardParams p{};
-  p.q = step.q;
-  p.k = step.k;
-  p.v = step.v;
+  static_cast<StepParams&>(p) = make_step_params(step);
   p.dout = in.dout;
   p.lse = in.lse;
   p.delta = in.delta;
-  p.segment_ids_q = step.segment_ids_q;
-  p.positions_q = step.positions_q;
-  p.segment_ids_k = step.segment_ids_k;
-  p.positions_k = step.positions_k;
   p.dq = acc.dq;
   p.dk = acc.dk;
   p.dv = acc.dv;
-  p.batch = d.batch;
-  p.seqlen_q = d.seqlen_q;
-  p.seqlen_k = d.seqlen_k;
-  p.num_heads_q = d.num_heads_q;
-  p.num_heads_kv = d.num_heads_kv;
   p.head_dim = d.head_dim;
-  p.group_size = d.num_heads_q / d.num_heads_kv;
-  p.head_splits = resolve_head_splits(options, p.group_size);
-  p.mask = step.mask;
-  p.scale = resolve_scale(step.scale, d.head_dim);
-  p.scale_log2 = p.scale * kLog2e;
-  p.row_stride_q = int64_t(d.num_heads_q) * d.head_dim;
-  p.row_stride_k = int64_t(d.num_heads_kv) * d.head_dim;
+  p.head_splits = resolve_head_splits(options, p.heads_per_kv);
   return p;
 }
 

@@ -27,7 +27,7 @@ __global__ void __launch_bounds__(Traits::kDqKernelThreads, 1)
   const int m_tile = blockIdx.x;
   const int h = blockIdx.y;
   const int b = blockIdx.z;
-  const int h_kv = h / p.group_size;
+  const int h_kv = h / p.heads_per_kv;
   const int thread = threadIdx.x;
   const int warp = thread / kWarpSize;
   const int lane = thread % kWarpSize;
@@ -45,11 +45,11 @@ __global__ void __launch_bounds__(Traits::kDqKernelThreads, 1)
   int* tile_list = smem_ids + 4 * kBlockN;
   int* warp_counts = tile_list + Traits::kListCapacity;
 
-  const int64_t q_offset = int64_t(b) * p.seqlen_q * p.row_stride_q + int64_t(h) * kHeadDim;
+  const int64_t q_offset = int64_t(b) * p.seqlen_q * p.q_token_stride + int64_t(h) * kHeadDim;
   load_tile_async<TileQ, kThreads>(smem_q, static_cast<const uint16_t*>(p.q) + q_offset,
-                                   p.row_stride_q, m0, p.seqlen_q, thread);
+                                   p.q_token_stride, m0, p.seqlen_q, thread);
   load_tile_async<TileQ, kThreads>(smem_dout, static_cast<const uint16_t*>(p.dout) + q_offset,
-                                   p.row_stride_q, m0, p.seqlen_q, thread);
+                                   p.q_token_stride, m0, p.seqlen_q, thread);
   cp_async_commit();
 
   // Per-query values of this thread's two rows (g and g + 8); past seqlen_q segment 0.
@@ -69,7 +69,7 @@ __global__ void __launch_bounds__(Traits::kDqKernelThreads, 1)
     delta[r] = valid ? p.delta[vector] : 0.0f;
   }
 
-  const int64_t kv_offset = int64_t(b) * p.seqlen_k * p.row_stride_k + int64_t(h_kv) * kHeadDim;
+  const int64_t kv_offset = int64_t(b) * p.seqlen_k * p.kv_token_stride + int64_t(h_kv) * kHeadDim;
   const int64_t token_k = int64_t(b) * p.seqlen_k;
   auto load_key_tile = [&](int buffer, int n_tile) {
     const int n0 = n_tile * kBlockN;
@@ -77,10 +77,10 @@ __global__ void __launch_bounds__(Traits::kDqKernelThreads, 1)
     int32_t* segment_k = smem_ids + 2 * buffer * kBlockN;
     int32_t* position_k = segment_k + kBlockN;
     load_tile_async<TileKV, kThreads>(smem_k, static_cast<const uint16_t*>(p.k) + kv_offset,
-                                      p.row_stride_k, n0, p.seqlen_k, thread);
+                                      p.kv_token_stride, n0, p.seqlen_k, thread);
     load_tile_async<TileKV, kThreads>(smem_k + TileKV::kElems,
-                                      static_cast<const uint16_t*>(p.v) + kv_offset, p.row_stride_k,
-                                      n0, p.seqlen_k, thread);
+                                      static_cast<const uint16_t*>(p.v) + kv_offset,
+                                      p.kv_token_stride, n0, p.seqlen_k, thread);
     for (int i = thread; i < 2 * kBlockN; i += kThreads) {
       const int key = i % kBlockN;
       const bool valid = n0 + key < p.seqlen_k;
@@ -157,7 +157,7 @@ __global__ void __launch_bounds__(Traits::kDqKernelThreads, 1)
   for (int r = 0; r < 2; ++r) {
     const int query = m0 + query0 + group + 8 * r;
     if (query >= p.seqlen_q) continue;
-    float* dq_row = p.dq + (int64_t(b) * p.seqlen_q + query) * p.row_stride_q +
+    float* dq_row = p.dq + (int64_t(b) * p.seqlen_q + query) * p.q_token_stride +
                     int64_t(h) * kHeadDim + 2 * quad;
 #pragma unroll
     for (int nt = 0; nt < kHeadDim / kMmaN; ++nt) {

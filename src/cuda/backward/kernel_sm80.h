@@ -23,8 +23,6 @@
 
 namespace ringpack::cuda::bwd {
 
-constexpr float kLog2e = 1.4426950408889634f;
-
 // lse (natural log) in the base-2 units of exp2; a query with no visible key (lse = -inf) maps to
 // +inf so that exp2(x - lse) = 0 for every x, never NaN.
 __device__ inline float lse_to_log2(float lse) {
@@ -68,12 +66,12 @@ __device__ inline void load_query_tile(const BackwardParams& p, const QueryTileS
   const int thread = threadIdx.x;
   const int row0 = m * kBlockM;
   const int64_t head_offset =
-      int64_t(b) * p.seqlen_q * p.row_stride_q + int64_t(h) * Traits::kHeadDim;
+      int64_t(b) * p.seqlen_q * p.q_token_stride + int64_t(h) * Traits::kHeadDim;
   load_tile_async<typename Traits::TileQ, Traits::kThreads>(
-      dst.q, static_cast<const uint16_t*>(p.q) + head_offset, p.row_stride_q, row0, p.seqlen_q,
+      dst.q, static_cast<const uint16_t*>(p.q) + head_offset, p.q_token_stride, row0, p.seqlen_q,
       thread);
   load_tile_async<typename Traits::TileQ, Traits::kThreads>(
-      dst.dout, static_cast<const uint16_t*>(p.dout) + head_offset, p.row_stride_q, row0,
+      dst.dout, static_cast<const uint16_t*>(p.dout) + head_offset, p.q_token_stride, row0,
       p.seqlen_q, thread);
   const int64_t vector_offset = (int64_t(b) * p.num_heads_q + h) * p.seqlen_q;
   const int64_t token_offset = int64_t(b) * p.seqlen_q;
@@ -133,11 +131,11 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
   int* warp_counts = tile_list + Traits::kListCapacity;
 
   // K and V of this tile: [kBlockN, head_dim], rows past seqlen_k zero-filled.
-  const int64_t kv_offset = int64_t(b) * p.seqlen_k * p.row_stride_k + int64_t(h_kv) * kHeadDim;
+  const int64_t kv_offset = int64_t(b) * p.seqlen_k * p.kv_token_stride + int64_t(h_kv) * kHeadDim;
   load_tile_async<TileKV, Traits::kThreads>(smem_k, static_cast<const uint16_t*>(p.k) + kv_offset,
-                                            p.row_stride_k, n0, p.seqlen_k, thread);
+                                            p.kv_token_stride, n0, p.seqlen_k, thread);
   load_tile_async<TileKV, Traits::kThreads>(smem_v, static_cast<const uint16_t*>(p.v) + kv_offset,
-                                            p.row_stride_k, n0, p.seqlen_k, thread);
+                                            p.kv_token_stride, n0, p.seqlen_k, thread);
   cp_async_commit();
 
   // Ids and positions of this thread's two key rows (fragment rows g and g + 8); past seqlen_k
@@ -159,8 +157,8 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
 
   const TileRange mine = p.ranges_k[int64_t(b) * p.num_tiles_k + n_tile];
   const TileRange* ranges_q = p.ranges_q + int64_t(b) * p.num_tiles_q;
-  const int heads_per_cta = p.group_size / p.head_splits;
-  const int h_first = h_kv * p.group_size + split * heads_per_cta;
+  const int heads_per_cta = p.heads_per_kv / p.head_splits;
+  const int h_first = h_kv * p.heads_per_kv + split * heads_per_cta;
 
   int next_tile = 0;
   while (next_tile < p.num_tiles_q) {
@@ -284,7 +282,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
 #pragma unroll
       for (int mt = 0; mt < kDqMTiles; ++mt) {
         const int query = m * kBlockM + wm * Traits::kDqRows + mt * kMmaM + group + (odd ? 8 : 0);
-        float* dq_row = p.dq + (int64_t(b) * p.seqlen_q + query) * p.row_stride_q +
+        float* dq_row = p.dq + (int64_t(b) * p.seqlen_q + query) * p.q_token_stride +
                         int64_t(h) * kHeadDim + wn * Traits::kDqCols + 2 * (quad & ~1);
 #pragma unroll
         for (int nt = 0; nt < Traits::kDqCols / kMmaN; ++nt) {
@@ -324,7 +322,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
     const int key = n0 + key0 + group + 8 * r;
     if (key >= p.seqlen_k) continue;
     const int64_t row_offset =
-        (int64_t(b) * p.seqlen_k + key) * p.row_stride_k + int64_t(h_kv) * kHeadDim + 2 * quad;
+        (int64_t(b) * p.seqlen_k + key) * p.kv_token_stride + int64_t(h_kv) * kHeadDim + 2 * quad;
 #pragma unroll
     for (int nt = 0; nt < kHeadDim / kMmaN; ++nt) {
       float2* dk = reinterpret_cast<float2*>(p.dk + row_offset + nt * kMmaN);

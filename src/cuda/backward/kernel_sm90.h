@@ -39,7 +39,6 @@
 #include "cuda/common/tensor_map.h"
 #include "cuda/common/tma.h"
 #include "cuda/common/wgmma.h"
-#include "cuda/forward/params.h"
 #include "cuda/forward/softmax.h"
 #include "cuda/tiles/tile_lists.h"
 
@@ -147,8 +146,8 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
   const int n0 = (slot % p.num_tiles_k) * kBlockN;
   const int h_kv = blockIdx.y / p.head_splits;
   const int split = blockIdx.y % p.head_splits;
-  const int heads_per_cta = p.group_size / p.head_splits;
-  const int head0 = h_kv * p.group_size + split * heads_per_cta;
+  const int heads_per_cta = p.heads_per_kv / p.head_splits;
+  const int head0 = h_kv * p.heads_per_kv + split * heads_per_cta;
   const int32_t* tile_list = p.tile_lists + int64_t(slot) * p.num_tiles_q;
   const int tile_count = p.tile_counts[slot];
   const int steps = tile_count * heads_per_cta;  // (query head, query tile) pairs
@@ -257,7 +256,7 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
 
   // dq rows of a query head, this warpgroup's 64 columns.
   const auto dq_row = [&](int query, int head) {
-    return p.dq + (int64_t(batch) * p.seqlen_q + query) * p.row_stride_q +
+    return p.dq + (int64_t(batch) * p.seqlen_q + query) * p.q_token_stride +
            int64_t(head) * kHeadDim + dq_col0;
   };
   // Tiled dQ: each step stages its rows in smem.dq (right after its dQ MMAs); lane 0 issues their
@@ -452,7 +451,7 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
     for (int r = 0; r < 2; ++r) {
       const int key = n0 + key_row0 + quad_row + 8 * r;
       if (key >= p.seqlen_k) continue;
-      const int64_t row_offset = (int64_t(batch) * p.seqlen_k + key) * p.row_stride_k +
+      const int64_t row_offset = (int64_t(batch) * p.seqlen_k + key) * p.kv_token_stride +
                                  int64_t(h_kv) * kHeadDim + quad_col;
 #pragma unroll
       for (int t = 0; t < kHTiles; ++t) {
@@ -489,13 +488,13 @@ void launch_backward_wgmma(BackwardParams params, const BackwardTensorMaps& maps
   BackwardTensorMaps all_maps = maps;
   const bool tile_map = encode_fp32_tile_map(&all_maps.dq, params.dq, params.batch, params.seqlen_q,
                                              params.num_heads_q, Traits::kHeadDim,
-                                             params.row_stride_q, kGradBoxRows, kGradBoxCols) &&
+                                             params.q_token_stride, kGradBoxRows, kGradBoxCols) &&
                         encode_fp32_tile_map(&all_maps.dk, params.dk, params.batch, params.seqlen_k,
                                              params.num_heads_kv, Traits::kHeadDim,
-                                             params.row_stride_k, kGradBoxRows, kGradBoxCols) &&
+                                             params.kv_token_stride, kGradBoxRows, kGradBoxCols) &&
                         encode_fp32_tile_map(&all_maps.dv, params.dv, params.batch, params.seqlen_k,
                                              params.num_heads_kv, Traits::kHeadDim,
-                                             params.row_stride_k, kGradBoxRows, kGradBoxCols);
+                                             params.kv_token_stride, kGradBoxRows, kGradBoxCols);
   RINGPACK_CHECK(tile_map || grad_add != GradientAdd::kTma,
                  "--backward-grad-add tma: TMA cannot describe dq, dk or dv (16-byte aligned "
                  "bases, rows a multiple of 16 bytes apart); use --backward-grad-add auto");

@@ -23,13 +23,13 @@ constexpr int backward_sub_m(int head_dim) {
 constexpr int kBackwardWarps = 8;
 
 // CTAs per (key tile, kv head) of the dK/dV kernel. One CTA walking every query head of its GQA
-// group serialises group_size times the query tiles of its key tile: on packed rows the CTAs at
+// group serialises heads_per_kv times the query tiles of its key tile: on packed rows the CTAs at
 // the start of the longest documents then outlast the average load of an SM (packed-16k: 1024
 // steps against about 780 per SM), so the atomic mode gives each query head its own CTA and adds
 // dK/dV with fp32 atomics (a few per key, against dQ's one per query and key tile). The
 // deterministic mode keeps one CTA, whose read-modify-write is ordered.
-constexpr int backward_head_splits(int group_size, bool deterministic) {
-  return deterministic ? 1 : group_size;
+constexpr int backward_head_splits(int heads_per_kv, bool deterministic) {
+  return deterministic ? 1 : heads_per_kv;
 }
 
 template <class Element_, int kHeadDim_>

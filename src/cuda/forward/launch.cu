@@ -100,33 +100,16 @@ void run_forward_impl(const AttentionStep& step, bool merge, void* out, float* l
                              dims.batch, /*lists_of_queries=*/false, step.mask, stream);
 
   ForwardParams params{};
-  params.q = step.q;
-  params.k = step.k;
-  params.v = step.v;
-  params.segment_ids_q = step.segment_ids_q;
-  params.positions_q = step.positions_q;
-  params.segment_ids_k = step.segment_ids_k;
-  params.positions_k = step.positions_k;
+  static_cast<StepParams&>(params) = make_step_params(step);
   params.tile_lists = plan.lists;
   params.tile_counts = plan.counts;
   params.tile_order = plan.order;
+  params.num_tiles_q = num_tiles_q;
+  params.num_tiles_k = num_tiles_k;
   params.out = out;
   params.lse = lse;
   params.out_acc = out_acc;
   params.lse_acc = lse_acc;
-  params.batch = dims.batch;
-  params.seqlen_q = dims.seqlen_q;
-  params.seqlen_k = dims.seqlen_k;
-  params.num_heads_q = dims.num_heads_q;
-  params.num_heads_kv = dims.num_heads_kv;
-  params.heads_per_kv = dims.num_heads_q / dims.num_heads_kv;
-  params.num_tiles_q = num_tiles_q;
-  params.num_tiles_k = num_tiles_k;
-  params.q_token_stride = int64_t(dims.num_heads_q) * dims.head_dim;
-  params.kv_token_stride = int64_t(dims.num_heads_kv) * dims.head_dim;
-  params.scale = resolve_scale(step.scale, dims.head_dim);
-  params.scale_log2 = params.scale * kLog2e;
-  params.mask = step.mask;
 
   if (step.dtype == DType::kBF16) {
     dispatch<__nv_bfloat16>(params, wgmma ? &maps : nullptr, dims.head_dim, merge, stream);
