@@ -92,12 +92,9 @@ PartialFigures partial_figures(const double* got, const double* ref, size_t begi
 constexpr size_t kFigureBlock = size_t(1) << 20;
 
 ErrorFigures error_figures(const std::vector<double>& got, const std::vector<double>& ref) {
-  const size_t blocks = (ref.size() + kFigureBlock - 1) / kFigureBlock;
-  std::vector<PartialFigures> parts(blocks);
-  parallel_for(int64_t(blocks), buffer_threads(), [&](int64_t block) {
-    const size_t begin = size_t(block) * kFigureBlock;
-    parts[size_t(block)] =
-        partial_figures(got.data(), ref.data(), begin, std::min(ref.size(), begin + kFigureBlock));
+  std::vector<PartialFigures> parts((ref.size() + kFigureBlock - 1) / kFigureBlock);
+  parallel_for_blocks(ref.size(), kFigureBlock, [&](size_t begin, size_t end, uint64_t block) {
+    parts[block] = partial_figures(got.data(), ref.data(), begin, end);
   });
   PartialFigures all;
   for (const PartialFigures& part : parts) {

@@ -67,4 +67,16 @@ void parallel_for(int64_t count, int num_threads, const Body& body) {
   if (failure) std::rethrow_exception(failure);
 }
 
+// Runs body(begin, end, block) for the blocks [begin, end) of `block_size` elements (the last one
+// shorter) that cover [0, count), on buffer_threads() threads. Fixed blocks keep what a block
+// computes independent of the number of threads.
+template <class Body>
+void parallel_for_blocks(size_t count, size_t block_size, const Body& body) {
+  const int64_t blocks = int64_t((count + block_size - 1) / block_size);
+  parallel_for(blocks, buffer_threads(), [&](int64_t block) {
+    const size_t begin = size_t(block) * block_size;
+    body(begin, std::min(count, begin + block_size), uint64_t(block));
+  });
+}
+
 }  // namespace ringpack

@@ -38,16 +38,6 @@ uint64_t block_seed(uint64_t seed, uint64_t block) {  // SplitMix64 of (seed, bl
   return z ^ (z >> 31);
 }
 
-// Runs body(begin, end, block) for the blocks [begin, end) of [0, count), in parallel.
-template <class Body>
-void for_each_block(size_t count, const Body& body) {
-  const int64_t blocks = int64_t((count + kNormalBlock - 1) / kNormalBlock);
-  parallel_for(blocks, buffer_threads(), [&](int64_t block) {
-    const size_t begin = size_t(block) * kNormalBlock;
-    body(begin, std::min(count, begin + kNormalBlock), uint64_t(block));
-  });
-}
-
 // Calls store(i, value) with `count` values from N(0, 1) drawn from `seed`, in order.
 template <class Store>
 void draw_normal(size_t count, uint64_t seed, const Store& store) {
@@ -66,7 +56,7 @@ void draw_normal(size_t count, uint64_t seed, const Store& store) {
 
 std::vector<float> random_normal(size_t count, uint64_t seed) {
   std::vector<float> values(count);
-  for_each_block(count, [&](size_t begin, size_t end, uint64_t block) {
+  parallel_for_blocks(count, kNormalBlock, [&](size_t begin, size_t end, uint64_t block) {
     draw_normal(end - begin, block_seed(seed, block),
                 [&](size_t i, float value) { values[begin + i] = value; });
   });
@@ -75,7 +65,7 @@ std::vector<float> random_normal(size_t count, uint64_t seed) {
 
 std::vector<std::byte> random_normal_bytes(size_t count, uint64_t seed, DType dtype) {
   std::vector<std::byte> bytes(count * dtype_size(dtype));
-  for_each_block(count, [&](size_t begin, size_t end, uint64_t block) {
+  parallel_for_blocks(count, kNormalBlock, [&](size_t begin, size_t end, uint64_t block) {
     draw_normal(end - begin, block_seed(seed, block), [&](size_t i, float value) {
       store_element(bytes.data(), dtype, begin + i, value);
     });
@@ -85,7 +75,7 @@ std::vector<std::byte> random_normal_bytes(size_t count, uint64_t seed, DType dt
 
 std::vector<std::byte> to_dtype_bytes(const std::vector<float>& values, DType dtype) {
   std::vector<std::byte> bytes(values.size() * dtype_size(dtype));
-  for_each_block(values.size(), [&](size_t begin, size_t end, uint64_t) {
+  parallel_for_blocks(values.size(), kNormalBlock, [&](size_t begin, size_t end, uint64_t) {
     for (size_t i = begin; i < end; ++i) store_element(bytes.data(), dtype, i, values[i]);
   });
   return bytes;

@@ -217,13 +217,8 @@ ReferenceGrads lowprec_backward(const ReferenceProblem& problem, const double* d
 
 std::vector<double> to_double(const void* data, DType dtype, size_t count) {
   std::vector<double> result(count);
-  constexpr size_t kBlock = size_t(1) << 20;  // elements per parallel_for item
-  const int64_t blocks = int64_t((count + kBlock - 1) / kBlock);
-  parallel_for(blocks, buffer_threads(), [&](int64_t block) {
-    const size_t end = std::min(count, size_t(block + 1) * kBlock);
-    for (size_t i = size_t(block) * kBlock; i < end; ++i) {
-      result[i] = double(load_element(data, dtype, i));
-    }
+  parallel_for_blocks(count, size_t(1) << 20, [&](size_t begin, size_t end, uint64_t) {
+    for (size_t i = begin; i < end; ++i) result[i] = double(load_element(data, dtype, i));
   });
   return result;
 }
