@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Writes src/cuda/common/wgmma_ops.h: the inline-PTX wrappers of wgmma.mma_async m64nNk16 (N = 64, 128;
+"""Writes src/cuda/common/wgmma_ops.h: the inline-PTX wrappers of wgmma.mma_async m64nNk16 (N = 64, 128, 256;
 bf16 and fp16 in, fp32 accumulate; A from shared memory or registers). The operand lists are long
 (one "+f" per accumulator register), so they are generated rather than typed.
 
@@ -82,7 +82,7 @@ struct WgmmaOps<{cpp_type}, {n}> {{
 def main():
     parts = [HEADER]
     for ptx_type, cpp_type in (("bf16", "__nv_bfloat16"), ("f16", "__half")):
-        for n in (64, 128):
+        for n in (64, 128, 256):
             parts.append(ops(ptx_type, cpp_type, n))
     parts.append(FOOTER)
     print("".join(parts), end="")

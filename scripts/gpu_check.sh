@@ -62,7 +62,7 @@ fi
 
 # ---- compute-sanitizer on small shapes ----
 if [[ "$MODE" == all || "$MODE" == sanitize ]]; then
-  SMALL="CudaForward.UnequalQueryAndKeyLengthsMatchReference:CudaForward.TwoMergedStepsMatchReference:CudaBackendTest.DeviceGather*:CudaBackward.LongDocumentAcrossManyTiles"
+  SMALL="CudaForward.HeadDimsOnALongDocument:CudaForward.UnequalQueryAndKeyLengthsMatchReference:CudaForward.TwoMergedStepsMatchReference:CudaBackendTest.DeviceGather*:CudaBackward.LongDocumentAcrossManyTiles"
   for tool in memcheck racecheck; do
     compute-sanitizer --tool "$tool" --error-exitcode 9 \
       "$BUILD_DIR/ringpack_gpu_tests" --gtest_filter="$SMALL" >"$OUT/sanitize_$tool.log" 2>&1

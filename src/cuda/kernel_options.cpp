@@ -48,7 +48,7 @@ void check_supported(DType dtype, int head_dim, bool backward, const KernelOptio
                      int device) {
   check_forward_supported(dtype, head_dim);
   check_hopper_loop(options.forward_loop, forward_has_wgmma(head_dim), "--forward-loop",
-                    "the Hopper forward serves head_dim 64 and 128 only", device);
+                    "the Hopper forward serves head_dim 64, 128 and 256 only", device);
   RINGPACK_CHECK(options.backward_head_splits >= 0, "--backward-head-splits ",
                  options.backward_head_splits,
                  " is negative; give a divisor of --heads-q / --heads-kv, or 0 for the default");

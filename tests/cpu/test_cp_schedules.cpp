@@ -546,8 +546,8 @@ TEST(CpSchedules, MismatchedShardLengthsAreRejected) {
   });
 }
 
-// A backend whose forward runs and whose backward does not (as the CUDA backend's at head_dim
-// 256): check_supported says so, and cp_backward asks before any step.
+// A backend whose forward runs and whose backward does not (as a backend without a backward for
+// some head dim or dtype): check_supported says so, and cp_backward asks before any step.
 class ForwardOnlyBackend final : public NaiveHostBackend {
  public:
   void check_supported(DType dtype, int head_dim, bool backward) const override {

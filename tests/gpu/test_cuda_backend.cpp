@@ -14,6 +14,7 @@
 #include "cuda/cuda_backend.h"
 #include "cuda/elementwise.h"
 #include "cuda/forward/api.h"
+#include "cuda/kernel_options.h"
 #include "gpu/gpu_test_support.h"
 #include "ringpack/error.h"
 #include "ringpack/reorder.h"
@@ -79,17 +80,22 @@ TEST_F(CudaBackendTest, CheckSupportedNamesTheValueAndTheFix) {
   }
 }
 
-// The forward runs head_dim 256, the backward does not: a run with a backward is rejected by the
-// support check (before any work), one without is accepted.
-TEST_F(CudaBackendTest, CheckSupportedRejectsTheBackwardOfHeadDim256) {
-  EXPECT_NO_THROW(backend->check_supported(DType::kBF16, 256, /*backward=*/false));
+// Both directions run head_dim 64, 128 and 256; another head dim is rejected by the support check
+// (before any work) with one line naming it and the dims that run.
+TEST_F(CudaBackendTest, CheckSupportedNamesTheHeadDimsOfBothDirections) {
+  for (int head_dim : {64, 128, 256}) {
+    for (bool backward : {false, true}) {
+      EXPECT_NO_THROW(backend->check_supported(DType::kBF16, head_dim, backward))
+          << "head_dim " << head_dim << (backward ? " with" : " without") << " backward";
+    }
+  }
   try {
-    backend->check_supported(DType::kBF16, 256, /*backward=*/true);
-    ADD_FAILURE() << "the backward of head_dim 256 accepted";
+    backend->check_supported(DType::kBF16, 192, /*backward=*/true);
+    ADD_FAILURE() << "head_dim 192 accepted";
   } catch (const Error& e) {
     const std::string what = e.what();
-    EXPECT_NE(what.find("head_dim 256"), std::string::npos) << what;
-    EXPECT_NE(what.find("--no-backward"), std::string::npos) << what;
+    EXPECT_NE(what.find("head_dim 192"), std::string::npos) << what;
+    EXPECT_NE(what.find("64, 128 or 256"), std::string::npos) << what;
     EXPECT_EQ(what.find('\n'), std::string::npos) << what;
   }
 }
@@ -108,13 +114,21 @@ TEST_F(CudaBackendTest, CheckSupportedRejectsKernelOptionsThatCannotHold) {
   };
   BackendOptions options;
   options.forward_loop = MainLoop::kWgmma;
-  rejects(options, 256, false, "--forward-loop wgmma");
+  for (int head_dim : {64, 128, 256}) {  // the Hopper forward's head dims
+    if (cuda::device_is_hopper()) {
+      EXPECT_NO_THROW(make_cuda_backend(options)->check_supported(DType::kBF16, head_dim, false))
+          << "head_dim " << head_dim;
+    } else {
+      rejects(options, head_dim, false, "--forward-loop wgmma");
+    }
+  }
   options = BackendOptions{};
   options.backward_loop = MainLoop::kWgmma;
   for (int head_dim : {64, 128}) {  // the Hopper backward's head dims
     EXPECT_NO_THROW(make_cuda_backend(options)->check_supported(DType::kBF16, head_dim, true))
         << "head_dim " << head_dim;
   }
+  rejects(options, 256, true, "--backward-loop wgmma");  // 256 runs the mma.sync backward
   options.deterministic = true;
   rejects(options, 128, true, "--backward-loop wgmma");
   options = BackendOptions{};

@@ -4,7 +4,7 @@
 // backward runs as cp x cp steps (queries of shard r against keys of shard s), each adding into
 // fp32 accumulators that start at random nonzero values; the summed contributions must equal the
 // whole-row gradients. Covers every adversarial layout, striped and dual_chunk_swap orders,
-// bf16/fp16, head_dim 64/128, GQA 1/4/8, B > 1, lengths that are not multiples of the tiles,
+// bf16/fp16, head_dim 64/128/256, GQA 1/4/8, B > 1, lengths that are not multiples of the tiles,
 // masks, and the deterministic mode (bit-identical repeats).
 #include <gtest/gtest.h>
 
@@ -301,7 +301,7 @@ TEST_F(CudaBackward, AddsOntoNonzeroAccumulators) {
 TEST_F(CudaBackward, DeltaMatchesRowSumOfDoutTimesOut) {
   const uint64_t seed = seed_from_test_name();
   for (DType dtype : {DType::kBF16, DType::kF16}) {
-    for (int head_dim : {64, 128}) {
+    for (int head_dim : {64, 128, 256}) {
       const AttentionDims dims{2, 37, 37, 3, 1, head_dim};
       const size_t count = size_t(dims.batch) * dims.seqlen_q * dims.num_heads_q * head_dim;
       const HostTensor dout = random_tensor(count, dtype, seed + 1);
@@ -340,7 +340,7 @@ TEST_F(CudaBackward, AdversarialLayoutsDualChunkSwapCp2) {
   const uint64_t seed = seed_from_test_name();
   constexpr int kSeqLen = 196;  // not a multiple of any tile
   constexpr int kCp = 2;
-  for (int head_dim : {64, 128}) {
+  for (int head_dim : {64, 128, 256}) {
     BackwardSetup s;
     s.head_dim = head_dim;
     s.cp = kCp;
@@ -371,7 +371,7 @@ TEST_F(CudaBackward, DtypesHeadDimsAndGqaRatiosOnOddLengths) {
   const uint64_t seed = seed_from_test_name();
   const PackedBatch batch = random_packed_batch(2, 257, seed);
   for (DType dtype : {DType::kBF16, DType::kF16}) {
-    for (int head_dim : {64, 128}) {
+    for (int head_dim : {64, 128, 256}) {
       for (int ratio : {1, 4, 8}) {
         BackwardSetup s;
         s.dtype = dtype;
@@ -402,7 +402,7 @@ TEST_F(CudaBackward, NonCausalAndSlidingWindowMasks) {
   const PackedBatch batch = random_packed_batch(2, 300, seed);
   for (const MaskSpec mask :
        {MaskSpec{false, -1}, MaskSpec{true, 17}, MaskSpec{false, 40}, MaskSpec{true, 0}}) {
-    for (int head_dim : {64, 128}) {
+    for (int head_dim : {64, 128, 256}) {
       BackwardSetup s;
       s.head_dim = head_dim;
       s.mask = mask;
@@ -426,7 +426,7 @@ void check_long_documents(int head_dim, uint64_t seed, const cuda::KernelOptions
 
 TEST_F(CudaBackward, LongDocumentAcrossManyTiles) {
   const uint64_t seed = seed_from_test_name();
-  for (int head_dim : {64, 128}) check_long_documents(head_dim, seed);
+  for (int head_dim : {64, 128, 256}) check_long_documents(head_dim, seed);
 }
 
 // The portable mma.sync dK/dV kernel with atomic dQ, which sm_90 skips for head_dim 64 and 128
@@ -465,7 +465,7 @@ TEST_F(CudaBackward, HeadSplitsMatchReference) {
       cuda::KernelOptions kernels;
       kernels.backward_loop = loop;
       kernels.backward_head_splits = splits;
-      for (int head_dim : {64, 128}) check_long_documents(head_dim, seed, kernels);
+      for (int head_dim : {64, 128, 256}) check_long_documents(head_dim, seed, kernels);
     }
   }
 }
@@ -490,7 +490,7 @@ TEST_F(CudaBackward, HeadSplitsThatDoNotDivideTheGroupAreRejected) {
 TEST_F(CudaBackward, DeterministicModeIsCorrectAndBitIdentical) {
   const uint64_t seed = seed_from_test_name();
   const PackedBatch batch = random_packed_batch(2, 301, seed);
-  for (int head_dim : {64, 128}) {
+  for (int head_dim : {64, 128, 256}) {
     BackwardSetup s;
     s.head_dim = head_dim;
     s.kernels.deterministic = true;
@@ -522,7 +522,7 @@ TEST_F(CudaBackward, RejectsUnsupportedHeadDimAndDtype) {
   const BackwardInputs in{&dummy, &value, &value};
   const BackwardAccumulators acc{&value, &value, &value};
   EXPECT_THROW(cuda::run_backward(step, in, acc, cuda::KernelOptions{}, nullptr), Error);
-  step.dims.head_dim = 256;  // the forward runs it, the backward does not
+  step.dims.head_dim = 192;  // neither direction runs it
   EXPECT_THROW(cuda::run_backward(step, in, acc, cuda::KernelOptions{}, nullptr), Error);
   step.dims.head_dim = 64;
   step.dtype = DType::kF32;

@@ -254,7 +254,20 @@ TEST_F(CudaForward, LongDocumentUsesFullTilesCorrectly) {
   check_direct(c, seed);
 }
 
-// The portable mma.sync main loop, which sm_90 skips for head_dim 64/128 in favour of wgmma:
+// Each head dim through the default main loop (wgmma on Hopper) on one document of many key tiles,
+// partial tiles at both ends: a small case for compute-sanitizer (scripts/gpu_check.sh).
+TEST_F(CudaForward, HeadDimsOnALongDocument) {
+  const uint64_t seed = seed_from_test_name();
+  for (int head_dim : {64, 128, 256}) {
+    ForwardCase c = self_case("one_document_1100", batch_from_lengths({{1100}}, 1100));
+    c.head_dim = head_dim;
+    c.num_heads_q = 2;
+    c.num_heads_kv = 1;
+    check_direct(c, seed + head_dim);
+  }
+}
+
+// The portable mma.sync main loop, which sm_90 skips for every head dim in favour of wgmma:
 // forced through KernelOptions::forward_loop so both loops stay tested on a Hopper machine.
 TEST_F(CudaForward, MmaSyncLoopMatchesReference) {
   const uint64_t seed = seed_from_test_name();
@@ -265,7 +278,7 @@ TEST_F(CudaForward, MmaSyncLoopMatchesReference) {
     c.kernels.forward_loop = MainLoop::kMmaSync;
     check_direct(c, seed);
   }
-  for (int head_dim : {64, 128}) {
+  for (int head_dim : {64, 128, 256}) {
     ForwardCase c = self_case("one_document_1100", batch_from_lengths({{1100}}, 1100));
     c.head_dim = head_dim;
     c.num_heads_q = 2;

@@ -57,6 +57,9 @@ void dispatch_head_dim(const BackwardParams& p, const KernelOptions& options, cu
     case 128:
       run_backward_instance<Element, 128>(p, options, stream);
       break;
+    case 256:
+      run_backward_instance<Element, 256>(p, options, stream);
+      break;
     default:
       RINGPACK_FAIL("unreachable: check_backward_supported accepted head_dim ", p.head_dim);
   }
@@ -67,9 +70,8 @@ void dispatch_head_dim(const BackwardParams& p, const KernelOptions& options, cu
 void check_backward_supported(DType dtype, int head_dim) {
   RINGPACK_CHECK(dtype == DType::kBF16 || dtype == DType::kF16, "dtype ", dtype_name(dtype),
                  " is not supported by the CUDA backward; use --dtype bf16 or --dtype fp16");
-  RINGPACK_CHECK(head_dim == 64 || head_dim == 128, "head_dim ", head_dim,
-                 " is not supported by the CUDA backward (64 or 128; only the forward runs 256); "
-                 "use --head-dim 64 or 128, or --no-backward");
+  RINGPACK_CHECK(head_dim == 64 || head_dim == 128 || head_dim == 256, "head_dim ", head_dim,
+                 " is not supported by the CUDA backward; use --head-dim 64, 128 or 256");
 }
 
 void run_backward(const AttentionStep& step, const BackwardInputs& in,

@@ -56,7 +56,7 @@ __global__ void __launch_bounds__(kDeltaThreads)
 void run_delta(const void* dout, const void* out, DType dtype, const AttentionDims& dims,
                float* delta, cudaStream_t stream) {
   RINGPACK_CHECK(dims.head_dim % kChunkElems == 0, "head_dim = ", dims.head_dim,
-                 " is not a multiple of ", kChunkElems, "; the CUDA backend needs 64 or 128");
+                 " is not a multiple of ", kChunkElems, "; the CUDA backend needs 64, 128 or 256");
   const int64_t rows = int64_t(dims.batch) * dims.seqlen_q * dims.num_heads_q;
   if (rows == 0) return;
   const int64_t blocks = (rows + kDeltaRowsPerBlock - 1) / kDeltaRowsPerBlock;

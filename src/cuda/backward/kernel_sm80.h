@@ -1,8 +1,10 @@
 // The dK/dV kernel of the backward (FlashAttention-2 style, mma.sync m16n8k16): a CTA owns
 // kBlockN keys of one kv head and walks the non-skipped query tiles of the query heads of its
 // GQA group (all of them, or 1/head_splits of them: backward_head_splits in backward/traits.h).
+// At head_dim 256 two warps share each 16 keys, one per half of the dK/dV columns (kDimSplit in
+// backward/traits.h).
 // Per query tile, with the final forward LSE and delta = rowsum(dO * O) (docs/design.md §2):
-//   S^T  = K Q^T                      [kBlockN, kBlockM]   (each warp: 16 keys)
+//   S^T  = K Q^T                      [kBlockN, kBlockM]   (each warp: 16 keys, whole head dim)
 //   P^T  = exp(scale S^T - lse)       masked entries 0; a query with lse = -inf gives 0
 //   dV  += P^T dO                     registers
 //   dP^T = V dO^T
@@ -108,6 +110,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
   constexpr int kBlockM = Traits::kBlockM;
   constexpr int kBlockN = Traits::kBlockN;
   constexpr int kSubM = Traits::kSubM;
+  constexpr int kDimCols = Traits::kDimCols;
 
   const int n_tile = blockIdx.x;
   const int h_kv = blockIdx.y / p.head_splits;
@@ -116,10 +119,12 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
   const int thread = threadIdx.x;
   const int warp = thread / kWarpSize;
   const int lane = thread % kWarpSize;
-  const int group = lane / 4;       // fragment row within the 16-row slice
-  const int quad = lane % 4;        // fragment column pair
-  const int n0 = n_tile * kBlockN;  // first key of the tile
-  const int key0 = warp * kMmaM;    // first key of this warp within the tile
+  const int group = lane / 4;                              // fragment row within the 16-row slice
+  const int quad = lane % 4;                               // fragment column pair
+  const int n0 = n_tile * kBlockN;                         // first key of the tile
+  const int key0 = (warp / Traits::kDimSplit) * kMmaM;     // first key of this warp in the tile
+  const int dim0 = (warp % Traits::kDimSplit) * kDimCols;  // first dK/dV column of this warp
+  const bool writes_ds = warp % Traits::kDimSplit == 0;    // one warp of a pair stores dS^T
 
   extern __shared__ __align__(128) unsigned char smem_raw[];
   uint16_t* smem_k = reinterpret_cast<uint16_t*>(smem_raw);
@@ -150,8 +155,8 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
     position_k[r] = valid ? p.positions_k[int64_t(b) * p.seqlen_k + key] : 0;
   }
 
-  float acc_dk[kHeadDim / kMmaN][4];  // [16 keys, head_dim] of this warp
-  float acc_dv[kHeadDim / kMmaN][4];
+  float acc_dk[kDimCols / kMmaN][4];  // [16 keys, kDimCols] of this warp
+  float acc_dv[kDimCols / kMmaN][4];
   zero(acc_dk);
   zero(acc_dv);
 
@@ -224,14 +229,14 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
         {
           uint32_t frag_p[kSubM / kMmaK][4];
           pack_a<Element, kSubM>(frag_p, acc_s);
-          gemm_reg_kn<Element, kHeadDim, kSubM, TileQ>(acc_dv, frag_p, cur.dout, sub, 0, lane);
+          gemm_reg_kn<Element, kDimCols, kSubM, TileQ>(acc_dv, frag_p, cur.dout, sub, dim0, lane);
         }
         uint32_t frag_ds[kSubM / kMmaK][4];
         pack_a<Element, kSubM>(frag_ds, acc_dp);
-        gemm_reg_kn<Element, kHeadDim, kSubM, TileQ>(acc_dk, frag_ds, cur.q, sub, 0, lane);
+        gemm_reg_kn<Element, kDimCols, kSubM, TileQ>(acc_dk, frag_ds, cur.q, sub, dim0, lane);
 
         // dS^T -> shared memory [kBlockN keys, kBlockM queries] for the dQ reduction over keys.
-        if (p.accumulate_dq) {
+        if (p.accumulate_dq && writes_ds) {
 #pragma unroll
           for (int s = 0; s < kSubM / kMmaK; ++s) {
             const int col = sub + s * kMmaK + 2 * quad;
@@ -321,10 +326,10 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
   for (int r = 0; r < 2; ++r) {
     const int key = n0 + key0 + group + 8 * r;
     if (key >= p.seqlen_k) continue;
-    const int64_t row_offset =
-        (int64_t(b) * p.seqlen_k + key) * p.kv_token_stride + int64_t(h_kv) * kHeadDim + 2 * quad;
+    const int64_t row_offset = (int64_t(b) * p.seqlen_k + key) * p.kv_token_stride +
+                               int64_t(h_kv) * kHeadDim + dim0 + 2 * quad;
 #pragma unroll
-    for (int nt = 0; nt < kHeadDim / kMmaN; ++nt) {
+    for (int nt = 0; nt < kDimCols / kMmaN; ++nt) {
       float2* dk = reinterpret_cast<float2*>(p.dk + row_offset + nt * kMmaN);
       float2* dv = reinterpret_cast<float2*>(p.dv + row_offset + nt * kMmaN);
       const float2 dk_add = make_float2(__fmul_rn(p.scale, acc_dk[nt][2 * r]),

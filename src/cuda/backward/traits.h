@@ -14,11 +14,21 @@ namespace ringpack::cuda {
 // S^T and dP^T of 64 queries (32 + 32 registers) fit beside dK, dV at head_dim 64; at head_dim
 // 128 sub-tiles of 32 are the largest that do not spill. The [kBlockM, head_dim] dQ tile of each
 // step is split over the 8 warps for the atomic reduction.
+//
+// At head_dim 256 the dK and dV rows of 16 keys would take 256 registers a thread, so the head
+// dim is split: kDimSplit = 2 warps share 16 keys, each accumulating dK and dV over its half of
+// the columns (the same 128 registers as at head_dim 128). Both warps of a pair compute the same
+// S^T and dP^T over the whole head dim (the sums cannot be split without a reduction between
+// warps); the pair's first warp writes dS^T for dQ. The CTA then owns kBlockN = 64 keys and walks
+// query tiles of kBlockM = 32.
+constexpr int backward_dim_split(int head_dim) {
+  return head_dim <= 128 ? 1 : head_dim / 128;
+}
 constexpr int backward_block_m(int head_dim) {
   return head_dim <= 128 ? 64 : 32;
 }
 constexpr int backward_sub_m(int head_dim) {
-  return head_dim <= 64 ? 64 : 32;
+  return head_dim <= 64 ? 64 : head_dim <= 128 ? 32 : 16;
 }
 constexpr int kBackwardWarps = 8;
 
@@ -38,10 +48,13 @@ struct BackwardTraits {
   static constexpr int kHeadDim = kHeadDim_;
   static_assert(kHeadDim % 64 == 0, "head_dim is a multiple of 64");
 
-  // dK/dV kernel: a CTA owns kBlockN keys of one kv head; warp w owns keys [16w, 16w + 16).
+  // dK/dV kernel: a CTA owns kBlockN keys of one kv head; warp w owns keys
+  // [16 (w / kDimSplit), +16) and dK/dV columns [kDimCols (w % kDimSplit), +kDimCols).
   static constexpr int kWarps = kBackwardWarps;
   static constexpr int kThreads = kWarps * kWarpSize;
-  static constexpr int kBlockN = bwd::kMmaM * kWarps;
+  static constexpr int kDimSplit = backward_dim_split(kHeadDim);
+  static constexpr int kDimCols = kHeadDim / kDimSplit;
+  static constexpr int kBlockN = bwd::kMmaM * kWarps / kDimSplit;
   static constexpr int kBlockM = backward_block_m(kHeadDim);
   static constexpr int kSubM = backward_sub_m(kHeadDim);
   static_assert(kBlockM % kSubM == 0, "whole register sub-tiles per query tile");
@@ -59,9 +72,9 @@ struct BackwardTraits {
 
   // Deterministic dQ kernel: a CTA owns kDqBlockM queries of one q head (16 per warp) and walks
   // key tiles of kDqBlockN; its own tile sizes (and tile ranges) keep S, dP and dQ of a warp
-  // (16 x 64, 16 x 64, 16 x head_dim fp32) within the registers.
+  // (16 x kDqBlockN, 16 x kDqBlockN, 16 x head_dim fp32) within the registers.
   static constexpr int kDqBlockM = 64;
-  static constexpr int kDqBlockN = 64;
+  static constexpr int kDqBlockN = kHeadDim <= 128 ? 64 : 32;  // dQ alone: 128 registers at 256
   static constexpr int kDqKernelWarps = kDqBlockM / bwd::kMmaM;
   static constexpr int kDqKernelThreads = kDqKernelWarps * kWarpSize;
 

@@ -43,5 +43,7 @@ RINGPACK_FORWARD_WGMMA_INSTANCE(extern, 64, __nv_bfloat16);
 RINGPACK_FORWARD_WGMMA_INSTANCE(extern, 64, __half);
 RINGPACK_FORWARD_WGMMA_INSTANCE(extern, 128, __nv_bfloat16);
 RINGPACK_FORWARD_WGMMA_INSTANCE(extern, 128, __half);
+RINGPACK_FORWARD_WGMMA_INSTANCE(extern, 256, __nv_bfloat16);
+RINGPACK_FORWARD_WGMMA_INSTANCE(extern, 256, __half);
 
 }  // namespace ringpack::cuda

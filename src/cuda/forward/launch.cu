@@ -38,6 +38,8 @@ void dispatch(const ForwardParams& params, const ForwardTensorMaps* maps, int he
         return dispatch_wgmma<Element, 64>(params, *maps, merge, stream);
       case 128:
         return dispatch_wgmma<Element, 128>(params, *maps, merge, stream);
+      case 256:
+        return dispatch_wgmma<Element, 256>(params, *maps, merge, stream);
       default:
         RINGPACK_FAIL("head_dim ", head_dim, " has no wgmma forward kernel");
     }
@@ -57,8 +59,8 @@ void dispatch(const ForwardParams& params, const ForwardTensorMaps* maps, int he
   }
 }
 
-// The wgmma kernel serves head_dim 64 and 128 on Hopper (kernel_options.h); it also needs tensors
-// that TMA maps can describe (16-byte aligned bases), else the mma.sync loop runs (or, with
+// The wgmma kernel serves head_dim 64, 128 and 256 on Hopper (kernel_options.h); it also needs
+// tensors that TMA maps can describe (16-byte aligned bases), else the mma.sync loop runs (or, with
 // MainLoop::kWgmma, an error).
 bool choose_wgmma(const AttentionStep& step, MainLoop loop, ForwardTensorMaps& maps) {
   const AttentionDims& dims = step.dims;
@@ -66,13 +68,14 @@ bool choose_wgmma(const AttentionStep& step, MainLoop loop, ForwardTensorMaps& m
     return false;
   }
   const bool bf16 = step.dtype == DType::kBF16;
+  const ForwardTileConfig tiles = forward_wgmma_tiles(dims.head_dim);
   const bool mapped =
       encode_token_tile_map(&maps.q, step.q, bf16, int64_t(dims.batch) * dims.seqlen_q,
-                            dims.num_heads_q, dims.head_dim, kForwardWgmmaTiles.block_m) &&
+                            dims.num_heads_q, dims.head_dim, tiles.block_m) &&
       encode_token_tile_map(&maps.k, step.k, bf16, int64_t(dims.batch) * dims.seqlen_k,
-                            dims.num_heads_kv, dims.head_dim, kForwardWgmmaTiles.block_n) &&
+                            dims.num_heads_kv, dims.head_dim, tiles.block_n) &&
       encode_token_tile_map(&maps.v, step.v, bf16, int64_t(dims.batch) * dims.seqlen_k,
-                            dims.num_heads_kv, dims.head_dim, kForwardWgmmaTiles.block_n);
+                            dims.num_heads_kv, dims.head_dim, tiles.block_n);
   RINGPACK_CHECK(mapped || loop != MainLoop::kWgmma,
                  "--forward-loop wgmma: TMA cannot describe q, k or v (16-byte aligned bases "
                  "needed); use --forward-loop auto");
@@ -88,7 +91,8 @@ void run_forward_impl(const AttentionStep& step, bool merge, void* out, float* l
 
   ForwardTensorMaps maps{};
   const bool wgmma = choose_wgmma(step, options.forward_loop, maps);
-  const ForwardTileConfig tiles = wgmma ? kForwardWgmmaTiles : forward_tile_config(dims.head_dim);
+  const ForwardTileConfig tiles =
+      wgmma ? forward_wgmma_tiles(dims.head_dim) : forward_tile_config(dims.head_dim);
   const int num_tiles_q = num_tiles(dims.seqlen_q, tiles.block_m);
   const int num_tiles_k = num_tiles(dims.seqlen_k, tiles.block_n);
   const int slots = dims.batch * num_tiles_q;

@@ -62,21 +62,25 @@ using ForwardTraitsFor = ForwardTraits<kHeadDim, forward_tile_config(kHeadDim).b
                                        forward_tile_config(kHeadDim).num_warps, Element>;
 
 // The Hopper main loop (forward/kernel_sm90.h, sm_90a): two consumer warpgroups of 64 query rows
-// each (kBlockM = 128) share K/V tiles of kBlockN = 128 keys that a producer warpgroup brings in
-// with TMA. Per consumer thread: S (kBlockN / 2 = 64 fp32), O (kHeadDim / 2) and P (kBlockN / 4
-// packed pairs) in registers. One CTA per SM, 384 threads: the entry cap is 168 registers, then
+// each (kBlockM = 128) share K/V tiles of kBlockN keys that a producer warpgroup brings in with
+// TMA. Per consumer thread: S (kBlockN / 2 fp32), O (kHeadDim / 2) and P (kBlockN / 4 packed
+// pairs) in registers. One CTA per SM, 384 threads: the entry cap is 168 registers, then
 // setmaxnreg moves them to 240 per consumer and 24 per producer thread (256 x 240 + 128 x 24 =
-// 384 x 168). Shared
-// memory (head_dim 128): Q 32 KB + 2 stages x (K, V) 32 KB = 160 KB, 128-byte swizzle
-// (common/wgmma.h).
-constexpr ForwardTileConfig kForwardWgmmaTiles{128, 128, 12};  // 3 warpgroups
+// 384 x 168). 128-byte swizzle (common/wgmma.h).
+//  64, 128: kBlockN = 128. Shared memory at head_dim 128: Q 32 KB + 2 stages x (K, V) 32 KB =
+//           160 KB.
+//  256:     kBlockN = 64: O alone is 128 registers a thread (with S 32 and P 16 beside it), and
+//           Q 64 KB + 2 stages x (K, V) 32 KB = 192 KB of shared memory.
+constexpr ForwardTileConfig forward_wgmma_tiles(int head_dim) {
+  return ForwardTileConfig{128, head_dim <= 128 ? 128 : 64, 12};  // 3 warpgroups
+}
 
 template <int kHeadDim_, class Element_>
 struct ForwardWgmmaTraits {
   using Element = Element_;
   static constexpr int kHeadDim = kHeadDim_;
-  static constexpr int kBlockM = 128;
-  static constexpr int kBlockN = 128;
+  static constexpr int kBlockM = forward_wgmma_tiles(kHeadDim).block_m;
+  static constexpr int kBlockN = forward_wgmma_tiles(kHeadDim).block_n;
   static constexpr int kNumConsumerThreads = 2 * 128;            // two warpgroups
   static constexpr int kNumThreads = kNumConsumerThreads + 128;  // + the producer warpgroup
   static constexpr int kConsumerRegisters = 240;
@@ -87,13 +91,13 @@ struct ForwardWgmmaTraits {
   static constexpr int kChunksPerRow = kHeadDim / 8;
   static constexpr int kQElems = kBlockM * kHeadDim;
   static constexpr int kKVElems = kBlockN * kHeadDim;
-  static_assert(kHeadDim == 64 || kHeadDim == 128, "wgmma N for O is head_dim: 64 or 128");
+  static_assert(kHeadDim == 64 || kHeadDim == 128 || kHeadDim == 256,
+                "wgmma N for O is head_dim: 64, 128 or 256");
 };
 
-// The head dims the wgmma main loop is built for; head_dim 256 (and GPUs before sm_90) use the
-// mma.sync loop.
+// The head dims the wgmma main loop is built for (GPUs before sm_90 use the mma.sync loop).
 constexpr bool forward_has_wgmma(int head_dim) {
-  return head_dim == 64 || head_dim == 128;
+  return head_dim == 64 || head_dim == 128 || head_dim == 256;
 }
 
 }  // namespace ringpack::cuda

@@ -19,8 +19,8 @@ DTYPES = {"bf16": "__nv_bfloat16", "fp16": "__half"}
 # (direction, main loop) -> head dims with a kernel.
 HEAD_DIMS = {
     ("forward", "sm80"): (64, 128, 256),
-    ("forward", "sm90"): (64, 128),
-    ("backward", "sm80"): (64, 128),
+    ("forward", "sm90"): (64, 128, 256),
+    ("backward", "sm80"): (64, 128, 256),
     ("backward", "sm90"): (64, 128),
 }
 
