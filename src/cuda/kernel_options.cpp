@@ -58,16 +58,17 @@ void check_supported(DType dtype, int head_dim, bool backward, const KernelOptio
   const bool hopper_kernel = backward_has_wgmma(head_dim, options.deterministic);
   const char* const why_not = options.deterministic
                                   ? "the deterministic backward runs the mma.sync kernels"
-                                  : "the Hopper backward serves head_dim 64 and 128 only";
+                                  : "the Hopper backward serves head_dim 64, 128 and 256 only";
   check_hopper_loop(options.backward_loop, hopper_kernel, "--backward-loop", why_not, device);
   if (options.backward_grad_add == GradientAdd::kTma) {
     // Only the Hopper backward adds by TMA reductions; the mma.sync backward adds by atomics.
     const bool hopper_backward = options.backward_loop != MainLoop::kMmaSync && hopper_kernel &&
+                                 backward_wgmma_tile_adds(head_dim) &&
                                  compute_capability_major(device) == kHopperMajor;
     RINGPACK_CHECK(hopper_backward,
-                   "--backward-grad-add tma needs the Hopper backward (head_dim 64 or 128, not "
-                   "deterministic, compute capability 9.x, --backward-loop auto or wgmma); use "
-                   "--backward-grad-add auto");
+                   "--backward-grad-add tma needs the Hopper backward with tile adds (head_dim 64 "
+                   "or 128, not deterministic, compute capability 9.x, --backward-loop auto or "
+                   "wgmma); use --backward-grad-add auto");
   }
   RINGPACK_CHECK(!options.deterministic || options.backward_head_splits <= 1,
                  "--backward-head-splits ", options.backward_head_splits,

@@ -124,15 +124,15 @@ TEST_F(CudaBackendTest, CheckSupportedRejectsKernelOptionsThatCannotHold) {
   }
   options = BackendOptions{};
   options.backward_loop = MainLoop::kWgmma;
-  for (int head_dim : {64, 128}) {  // the Hopper backward's head dims
+  for (int head_dim : {64, 128, 256}) {  // the Hopper backward's head dims
     EXPECT_NO_THROW(make_cuda_backend(options)->check_supported(DType::kBF16, head_dim, true))
         << "head_dim " << head_dim;
   }
-  rejects(options, 256, true, "--backward-loop wgmma");  // 256 runs the mma.sync backward
   options.deterministic = true;
   rejects(options, 128, true, "--backward-loop wgmma");
   options = BackendOptions{};
   options.backward_grad_add = GradientAdd::kTma;
+  rejects(options, 256, true, "--backward-grad-add tma");  // at 256 it adds by atomics
   options.backward_loop = MainLoop::kMmaSync;
   rejects(options, 128, true, "--backward-grad-add tma");
   options = BackendOptions{};

@@ -429,13 +429,13 @@ TEST_F(CudaBackward, LongDocumentAcrossManyTiles) {
   for (int head_dim : {64, 128, 256}) check_long_documents(head_dim, seed);
 }
 
-// The portable mma.sync dK/dV kernel with atomic dQ, which sm_90 skips for head_dim 64 and 128
-// in favour of the wgmma kernel: forced so both stay tested on a Hopper machine.
+// The portable mma.sync dK/dV kernel with atomic dQ, which sm_90 skips for every head dim in
+// favour of the wgmma kernel: forced so both stay tested on a Hopper machine.
 TEST_F(CudaBackward, MmaSyncLoopMatchesReference) {
   const uint64_t seed = seed_from_test_name();
   cuda::KernelOptions mma_sync;
   mma_sync.backward_loop = MainLoop::kMmaSync;
-  for (int head_dim : {64, 128}) {
+  for (int head_dim : {64, 128, 256}) {
     check_long_documents(head_dim, seed, mma_sync);
     for (const NamedLayout& layout : adversarial_layouts(196, 2)) {
       BackwardSetup setup;
@@ -448,9 +448,10 @@ TEST_F(CudaBackward, MmaSyncLoopMatchesReference) {
   }
 }
 
-// The Hopper backward adds its gradients by tensor reductions of staged tiles by default; the
-// float2-atomic path (accumulators TMA cannot describe, or chosen for A/B benchmarks) must agree
-// with the reference too, and so must other head splits than one CTA per query head.
+// The Hopper backward adds its gradients by tensor reductions of staged tiles by default (head_dim
+// 64, 128; at 256 always by atomics); the float2-atomic path (accumulators TMA cannot describe,
+// or chosen for A/B benchmarks) must agree with the reference too, and so must other head splits
+// than one CTA per query head.
 TEST_F(CudaBackward, AtomicGradientAddsMatchReference) {
   const uint64_t seed = seed_from_test_name();
   cuda::KernelOptions atomics;

@@ -1,5 +1,5 @@
 // The dK/dV/dQ backward kernel for Hopper (sm_90a): warp-specialised, TMA-fed, wgmma, head_dim
-// 64 and 128, dQ added in place (not deterministic). Device code; included only by
+// 64, 128 and 256, dQ added in place (not deterministic). Device code; included only by
 // src/cuda/instances/backward_*_sm90.cu.
 //
 // Math (docs/design.md §2), per visible pair of query i and key j, with P = exp(scale s - lse_i):
@@ -19,6 +19,8 @@
 //   dS^T -> shared memory, both warpgroups meet at a named barrier, then
 //   head_dim 128: dQ[:, 64 w, 64 w + 64) = dS K[:, 64 w ...) over all 128 keys,
 //   head_dim 64:  dQ partial = dS_w K_w over this warpgroup's 64 keys (launch_sm90.h says why),
+//   head_dim 256: both warpgroups own the same 64 keys, each its half of the dK/dV columns and
+//                 dQ[:, 128 w, 128 w + 128) (kDimSplit, launch_sm90.h),
 //   (A = dS^T read MN-major), added to the fp32 dq accumulator: each warp stages its 16 query rows
 //   in shared memory and adds them while the next step's S^T and dP^T run, by two tensor reductions
 //   of [16][32] boxes (GradAdd::kTiles, TMA maps of the accumulators; dK and dV go out the same way
@@ -59,8 +61,10 @@ struct BackwardWgmmaSmem {
   float4 row_terms[kStages][kBlockM / 2];
   int4 visible[kStages][kBlockM];  // partial tiles: VisibleKeys {segment, pos_lo, pos_hi, -}
   // GradAdd::kTiles: each consumer warp's 16 rows of its dQ half (fp32) as two [16][32] boxes in
-  // the 128-byte swizzle of the dq tensor map (swizzled_box_offset), the source of its reductions.
-  alignas(1024) float dq[Traits::kNumConsumerThreads / 32][kDqBoxes][kGradBoxFloats];
+  // the 128-byte swizzle of the dq tensor map (swizzled_box_offset), the source of its reductions
+  // (one unused warp's worth without kTileAdds).
+  alignas(1024) float dq[Traits::kTileAdds ? Traits::kNumConsumerThreads / 32 : 1][kDqBoxes]
+                        [kGradBoxFloats];
   uint64_t kv_full;
   uint64_t q_full[kStages];
   uint64_t q_empty[kStages];
@@ -124,15 +128,18 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
   constexpr int kDqKeySteps = (kDqByKeys ? kBlockN / 2 : kBlockN) / kWgmmaK;
   constexpr int kStepsPerBlock = kSwizzleCols / kWgmmaK;  // 4
   constexpr int kSTiles = kBlockM / 8;                    // n8 tiles of S^T (queries)
-  constexpr int kHTiles = kHeadDim / 8;                   // n8 tiles of dK, dV
-  constexpr int kQTilesHalf = kSwizzleCols / 8;           // n8 tiles of this warpgroup's dQ part
+  constexpr bool kDimSplit = Traits::kDimSplit;
+  constexpr int kHTiles = Traits::kGroupCols / 8;   // n8 tiles of this warpgroup's dK, dV
+  constexpr int kQTilesHalf = Traits::kDqCols / 8;  // n8 tiles of this warpgroup's dQ part
   constexpr int kConsumerWarps = Traits::kNumConsumerThreads / kWarpSize;
   constexpr uint32_t kStepBytes = kWgmmaK * sizeof(Element);       // 32
   constexpr uint32_t kBlockBytesKV = kBlockN * kSwizzleLineBytes;  // 16 KB
   constexpr uint32_t kBlockBytesQ = kBlockM * kSwizzleLineBytes;   // 8 KB
   constexpr uint32_t kRowStepBytes = kWgmmaK * kSwizzleLineBytes;  // 16 rows: 2 KB
-  using MmaS = WgmmaOps<Element, kBlockM>;    // 64 x 64 (S^T, dP^T) and 64 x 64 (dQ part)
-  using MmaKV = WgmmaOps<Element, kHeadDim>;  // 64 x head_dim (dK, dV)
+  using MmaS = WgmmaOps<Element, kBlockM>;                         // 64 x 64 (S^T, dP^T)
+  using MmaKV = WgmmaOps<Element, Traits::kGroupCols>;             // 64 x group columns (dK, dV)
+  using MmaDq = WgmmaOps<Element, Traits::kDqCols>;                // 64 x dQ part columns
+  static_assert(!kDimSplit || kAdd == GradAdd::kAtomics, "no dQ staging memory at head_dim 256");
 
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   Smem& smem = *reinterpret_cast<Smem*>(smem_raw);
@@ -222,7 +229,10 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
   const int warp_in_group = warp % 4;
   const int quad_row = lane / 4;
   const int quad_col = (lane % 4) * 2;
-  const int key_row0 = 64 * warpgroup + 16 * warp_in_group;  // this warp's first key of the tile
+  // This warp's first key of the tile; with kDimSplit both warpgroups own the same 64 keys.
+  const int key_row0 = (kDimSplit ? 0 : 64 * warpgroup) + 16 * warp_in_group;
+  // This warpgroup's first dK/dV column.
+  const int kv_col0 = kDimSplit ? warpgroup * Traits::kGroupCols : 0;
 
   // Segment id and position of this thread's two keys (g, g + 8); keys past seqlen_k: padding.
   int32_t key_segment[2];
@@ -240,7 +250,7 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
   float acc_dk[kHTiles][4] = {};
 
   // K-major descriptors of this warpgroup's 64 keys of K and V (A of S^T and dP^T).
-  const uint32_t kv_rows_offset = warpgroup * 64 * kSwizzleLineBytes;
+  const uint32_t kv_rows_offset = kDimSplit ? 0 : warpgroup * 64 * kSwizzleLineBytes;
   const uint64_t desc_k_rows =
       advance_descriptor(smem_descriptor(smem.k, kChunkBytes, kSwizzleAtomBytes), kv_rows_offset);
   const uint64_t desc_v_rows =
@@ -248,11 +258,11 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
   // This warpgroup's part of dQ: its first column and, in the key-major dS^T and K tiles, the
   // byte offset of its first key (its own 64 keys at head_dim 64; all keys, column block
   // `warpgroup`, at 128). B of the dQ MMAs: K read MN-major from there.
-  const int dq_col0 = kDqByKeys ? 0 : warpgroup * kSwizzleCols;
+  const int dq_col0 = kDqByKeys ? 0 : warpgroup * Traits::kDqCols;
   const uint32_t dq_key_offset = kDqByKeys ? kv_rows_offset : 0;
   const uint64_t desc_k_cols =
       advance_descriptor(smem_descriptor(smem.k, kBlockBytesKV, kSwizzleAtomBytes),
-                         kDqByKeys ? dq_key_offset : warpgroup * kBlockBytesKV);
+                         kDqByKeys ? dq_key_offset : (dq_col0 / kSwizzleCols) * kBlockBytesKV);
 
   // dq rows of a query head, this warpgroup's 64 columns.
   const auto dq_row = [&](int query, int head) {
@@ -349,9 +359,13 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
       ds_frag[kk][3] = Ops::pack(dp[2 * kk + 1][2], dp[2 * kk + 1][3]);
     }
 
-    // dV_w += P^T dO and dK_w += dS^T Q: B = dO, Q read MN-major (query rows are the k16 steps).
-    const uint64_t desc_do_mn = smem_descriptor(smem.dout[stage], kBlockBytesQ, kSwizzleAtomBytes);
-    const uint64_t desc_q_mn = smem_descriptor(smem.q[stage], kBlockBytesQ, kSwizzleAtomBytes);
+    // dV_w += P^T dO and dK_w += dS^T Q: B = dO, Q read MN-major (query rows are the k16 steps),
+    // from this warpgroup's first dK/dV column.
+    const uint32_t kv_col_offset = (kv_col0 / kSwizzleCols) * kBlockBytesQ;
+    const uint64_t desc_do_mn = advance_descriptor(
+        smem_descriptor(smem.dout[stage], kBlockBytesQ, kSwizzleAtomBytes), kv_col_offset);
+    const uint64_t desc_q_mn = advance_descriptor(
+        smem_descriptor(smem.q[stage], kBlockBytesQ, kSwizzleAtomBytes), kv_col_offset);
     fence_accumulators(acc_dv);
     fence_accumulators(acc_dk);
     wgmma_fence();
@@ -365,16 +379,18 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
     wgmma_commit();
 
     // dS^T to shared memory (keys x queries, one 128-byte swizzled line per key), then both
-    // warpgroups' halves are in place for dQ (at head_dim 64 each reads only its own). Two buffers:
-    // the barrier of step it + 1 is only passed once both warpgroups have finished step it's dQ.
-    // stmatrix: ds_frag[kk][2 half + r] is the 8 x 8 matrix of keys + 8 r, query chunk 2 kk + half;
-    // lane i addresses row i % 8 of matrix i / 8.
+    // warpgroups' halves are in place for dQ (at head_dim 64 each reads only its own; at 256, where
+    // both hold the same dS^T, warpgroup w writes query chunks [kQSteps w, kQSteps w + kQSteps) /
+    // 2). Two buffers: the barrier of step it + 1 is only passed once both warpgroups have finished
+    // step it's dQ. stmatrix: ds_frag[kk][2 half + r] is the 8 x 8 matrix of keys + 8 r, query
+    // chunk 2 kk + half; lane i addresses row i % 8 of matrix i / 8.
     Element* ds_tile = smem.ds[it & 1];
     {
       const int matrix = lane / 8;
       const int key = key_row0 + lane % 8 + 8 * (matrix % 2);
 #pragma unroll
       for (int kk = 0; kk < kQSteps; ++kk) {
+        if (kDimSplit && kk / (kQSteps / 2) != warpgroup) continue;
         const int chunk = 2 * kk + matrix / 2;
         stmatrix_x4(ds_frag[kk], ds_tile + key * kSwizzleCols + (chunk ^ (key % 8)) * kChunkElems);
       }
@@ -384,14 +400,19 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
 
     // This warpgroup's dQ part = dS K: A = dS (queries x keys) read MN-major from dS^T, B = K
     // (desc_k_cols) read MN-major; the keys are the k16 steps.
+    if constexpr (kDimSplit) {
+      // dK, dV (64 + 64 registers) and dQ (64) leave no room for the P^T and dS^T fragments that
+      // the dK/dV MMAs still read: wait for those first.
+      wgmma_wait<0>();
+    }
     float dq[kQTilesHalf][4];
     const uint64_t desc_ds = advance_descriptor(
         smem_descriptor(ds_tile, kSwizzleAtomBytes, kSwizzleAtomBytes), dq_key_offset);
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < kDqKeySteps; ++kk)
-      MmaS::template ss<1, 1>(dq, advance_descriptor(desc_ds, kk * kRowStepBytes),
-                              advance_descriptor(desc_k_cols, kk * kRowStepBytes), kk > 0);
+      MmaDq::template ss<1, 1>(dq, advance_descriptor(desc_ds, kk * kRowStepBytes),
+                               advance_descriptor(desc_k_cols, kk * kRowStepBytes), kk > 0);
     wgmma_commit();
     wgmma_wait<0>();
     fence_accumulators(acc_dv);
@@ -452,7 +473,7 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
       const int key = n0 + key_row0 + quad_row + 8 * r;
       if (key >= p.seqlen_k) continue;
       const int64_t row_offset = (int64_t(batch) * p.seqlen_k + key) * p.kv_token_stride +
-                                 int64_t(h_kv) * kHeadDim + quad_col;
+                                 int64_t(h_kv) * kHeadDim + kv_col0 + quad_col;
 #pragma unroll
       for (int t = 0; t < kHTiles; ++t) {
         float2* dk = reinterpret_cast<float2*>(p.dk + row_offset + 8 * t);
@@ -474,6 +495,10 @@ template <class Element, int kHeadDim>
 void launch_backward_wgmma(BackwardParams params, const BackwardTensorMaps& maps,
                            GradientAdd grad_add, cudaStream_t stream) {
   using Traits = BackwardWgmmaTraits<Element, kHeadDim>;
+  RINGPACK_CHECK(Traits::kTileAdds || grad_add != GradientAdd::kTma,
+                 "--backward-grad-add tma: the Hopper backward at head_dim ", kHeadDim,
+                 " adds its gradients by atomics (no shared memory left to stage tiles); use "
+                 "--backward-grad-add auto");
   params.accumulate_dq = true;
   TilePlan plan = plan_tiles(params.segment_ids_k, params.positions_k, params.seqlen_k,
                              Traits::kBlockN, params.segment_ids_q, params.positions_q,
@@ -486,7 +511,8 @@ void launch_backward_wgmma(BackwardParams params, const BackwardTensorMaps& maps
   params.tile_order = plan.order;
 
   BackwardTensorMaps all_maps = maps;
-  const bool tile_map = encode_fp32_tile_map(&all_maps.dq, params.dq, params.batch, params.seqlen_q,
+  const bool tile_map = Traits::kTileAdds &&
+                        encode_fp32_tile_map(&all_maps.dq, params.dq, params.batch, params.seqlen_q,
                                              params.num_heads_q, Traits::kHeadDim,
                                              params.q_token_stride, kGradBoxRows, kGradBoxCols) &&
                         encode_fp32_tile_map(&all_maps.dk, params.dk, params.batch, params.seqlen_k,
@@ -498,9 +524,11 @@ void launch_backward_wgmma(BackwardParams params, const BackwardTensorMaps& maps
   RINGPACK_CHECK(tile_map || grad_add != GradientAdd::kTma,
                  "--backward-grad-add tma: TMA cannot describe dq, dk or dv (16-byte aligned "
                  "bases, rows a multiple of 16 bytes apart); use --backward-grad-add auto");
-  auto kernel = tile_map && grad_add != GradientAdd::kAtomics
-                    ? backward_wgmma_kernel<Traits, GradAdd::kTiles>
-                    : backward_wgmma_kernel<Traits, GradAdd::kAtomics>;
+  auto kernel = backward_wgmma_kernel<Traits, GradAdd::kAtomics>;
+  if constexpr (Traits::kTileAdds) {
+    if (tile_map && grad_add != GradientAdd::kAtomics)
+      kernel = backward_wgmma_kernel<Traits, GradAdd::kTiles>;
+  }
   constexpr int kSmemBytes = int(sizeof(BackwardWgmmaSmem<Traits>));
   RINGPACK_CUDA_CHECK(
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));

@@ -1,7 +1,7 @@
 // The Hopper (sm_90a) dK/dV/dQ backward (backward/kernel_sm90.h): its tile choices and its
-// launcher, instantiated in src/cuda/instances/backward_hd{64,128}_*_sm90.cu. The launcher plans
-// the step's tiles on the device (tiles/tile_lists.h: per key tile, the query tiles that are not
-// skipped, heaviest key tiles first) and launches one CTA per (key tile, kv head, head split).
+// launcher, instantiated in src/cuda/instances/backward_hd{64,128,256}_*_sm90.cu. The launcher
+// plans the step's tiles on the device (tiles/tile_lists.h: per key tile, the query tiles that are
+// not skipped, heaviest key tiles first) and launches one CTA per (key tile, kv head, head split).
 #pragma once
 
 #include <cuda_bf16.h>
@@ -24,13 +24,24 @@ namespace ringpack::cuda {
 // consumer warpgroups: at head_dim 128 by columns (warpgroup w: columns [64 w, 64 w + 64) over
 // all 128 keys, reading both warpgroups' dS^T), at head_dim 64 by keys (warpgroup w: all 64
 // columns over its own 64 keys; both halves are added to the fp32 accumulator).
+//
+// head_dim 256 (kDimSplit): dK and dV of 64 keys would take 128 + 128 registers a thread, so both
+// warpgroups own the same kBlockN = 64 keys and each accumulates dK, dV over its half of the
+// columns (64 + 64 registers). Both compute the same S^T and dP^T over the whole head dim (the
+// price: S^T and dP^T twice, 7 MMA units of work for 5); each writes half of dS^T, and dQ is
+// split by 128-column halves. Shared memory: K, V 32 KB each, two stages of Q and dO (32 KB
+// each), two dS^T buffers (8 KB each): 208 KB, which leaves no room to stage dQ tiles, so the
+// gradients go out by float2 atomics (kTileAdds = false).
 template <class Element_, int kHeadDim_>
 struct BackwardWgmmaTraits {
   using Element = Element_;
   static constexpr int kHeadDim = kHeadDim_;
-  static_assert(kHeadDim == 64 || kHeadDim == 128, "the Hopper backward serves head_dim 64, 128");
-  static constexpr int kBlockN = 128;  // keys per CTA: 64 per consumer warpgroup
-  static constexpr int kBlockM = 64;   // queries per step
+  static_assert(kHeadDim == 64 || kHeadDim == 128 || kHeadDim == 256,
+                "the Hopper backward serves head_dim 64, 128, 256");
+  static constexpr bool kDimSplit = kHeadDim == 256;
+  static constexpr int kBlockN = kDimSplit ? 64 : 128;  // keys per CTA: 64 per consumer warpgroup
+  static constexpr int kBlockM = 64;                    // queries per step
+  static constexpr int kGroupCols = kDimSplit ? kHeadDim / 2 : kHeadDim;  // dK, dV of a group
   static constexpr int kStages = 2;
   static constexpr int kNumConsumerThreads = 2 * 128;
   static constexpr int kNumThreads = kNumConsumerThreads + 128;
@@ -39,7 +50,9 @@ struct BackwardWgmmaTraits {
   static constexpr int kKVElems = kBlockN * kHeadDim;
   static constexpr int kQElems = kBlockM * kHeadDim;
   static constexpr int kDsElems = kBlockN * kBlockM;
-  static constexpr bool kDqByKeys = kHeadDim == 64;  // else by 64-column halves
+  static constexpr bool kDqByKeys = kHeadDim == 64;                    // else by column halves
+  static constexpr int kDqCols = kDqByKeys ? kHeadDim : kHeadDim / 2;  // dQ columns of a group
+  static constexpr bool kTileAdds = !kDimSplit;  // GradAdd::kTiles has its staging memory
 };
 
 // How the backward adds dQ (each step) and dK / dV (at the end) to the fp32 accumulators:
@@ -56,9 +69,13 @@ constexpr int kGradBoxCols = 32;
 constexpr int kGradBoxFloats = kGradBoxRows * kGradBoxCols;
 constexpr int kDqBoxes = 64 / kGradBoxCols;  // boxes of a warpgroup's 64-column dQ half
 
-// Whether the Hopper backward serves a configuration: head_dim 64 or 128, not deterministic (the
-// deterministic mode uses the mma.sync kernels).
+// Whether the Hopper backward serves a configuration: head_dim 64, 128 or 256, not deterministic
+// (the deterministic mode uses the mma.sync kernels); and whether it can add its gradients by
+// tensor reductions (GradAdd::kTiles: head_dim 64 and 128).
 constexpr bool backward_wgmma_head_dim(int head_dim) {
+  return head_dim == 64 || head_dim == 128 || head_dim == 256;
+}
+constexpr bool backward_wgmma_tile_adds(int head_dim) {
   return head_dim == 64 || head_dim == 128;
 }
 constexpr bool backward_has_wgmma(int head_dim, bool deterministic) {
@@ -79,5 +96,7 @@ RINGPACK_BACKWARD_WGMMA_INSTANCE(extern, 64, __nv_bfloat16);
 RINGPACK_BACKWARD_WGMMA_INSTANCE(extern, 64, __half);
 RINGPACK_BACKWARD_WGMMA_INSTANCE(extern, 128, __nv_bfloat16);
 RINGPACK_BACKWARD_WGMMA_INSTANCE(extern, 128, __half);
+RINGPACK_BACKWARD_WGMMA_INSTANCE(extern, 256, __nv_bfloat16);
+RINGPACK_BACKWARD_WGMMA_INSTANCE(extern, 256, __half);
 
 }  // namespace ringpack::cuda

@@ -17,9 +17,9 @@
 
 namespace ringpack::cuda {
 
-// The Hopper kernel (head_dim 64 and 128, atomic dQ) when options.backward_loop, the device, the
-// mode and the tensors allow it (kernel_options.h; TMA maps need 16-byte aligned bases). Returns
-// whether it was launched.
+// The Hopper kernel (head_dim 64, 128 and 256, atomic dQ) when options.backward_loop, the device,
+// the mode and the tensors allow it (kernel_options.h; TMA maps need 16-byte aligned bases).
+// Returns whether it was launched.
 template <class Element, int kHeadDim>
 bool try_backward_wgmma(const BackwardParams& params, const KernelOptions& options,
                         cudaStream_t stream) {

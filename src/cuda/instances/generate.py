@@ -21,7 +21,7 @@ HEAD_DIMS = {
     ("forward", "sm80"): (64, 128, 256),
     ("forward", "sm90"): (64, 128, 256),
     ("backward", "sm80"): (64, 128, 256),
-    ("backward", "sm90"): (64, 128),
+    ("backward", "sm90"): (64, 128, 256),
 }
 
 LOOP_NAMES = {"sm80": "mma.sync main loop", "sm90": "wgmma main loop (sm_90a)"}
