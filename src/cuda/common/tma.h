@@ -33,14 +33,6 @@ __device__ __forceinline__ void mbarrier_arrive(uint64_t* bar) {
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(shared_address(bar)) : "memory");
 }
 
-// `count` arrivals at once: one thread standing in for others whose accesses it has ordered
-// before its own (e.g. a warp's lanes after __syncwarp).
-__device__ __forceinline__ void mbarrier_arrive(uint64_t* bar, uint32_t count) {
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0], %1;\n" ::"r"(shared_address(bar)),
-               "r"(count)
-               : "memory");
-}
-
 // One arrival that also announces `bytes` of asynchronous copies still to land in this phase.
 __device__ __forceinline__ void mbarrier_arrive_expect_bytes(uint64_t* bar, uint32_t bytes) {
   asm volatile(

@@ -49,7 +49,7 @@ struct ForwardWgmmaSmem {
   int32_t positions_k[kStages][kBlockN];
   uint64_t q_full;            // Q landed
   uint64_t k_full[kStages];   // K (and ids/positions) of the stage's tile landed
-  uint64_t k_empty[kStages];  // every consumer thread is done with the stage's K (and ids)
+  uint64_t k_empty[kStages];  // every consumer warp is done with the stage's K
   uint64_t v_full[kStages];
   uint64_t v_empty[kStages];
 };
@@ -95,7 +95,7 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
     mbarrier_init(&smem.q_full, 1);
     for (int s = 0; s < kStages; ++s) {
       mbarrier_init(&smem.k_full[s], kWarpSize);  // every producer lane (ids/positions)
-      mbarrier_init(&smem.k_empty[s], Traits::kNumConsumerThreads);
+      mbarrier_init(&smem.k_empty[s], kConsumerWarps);
       mbarrier_init(&smem.v_full[s], 1);
       mbarrier_init(&smem.v_empty[s], kConsumerWarps);
     }
@@ -223,19 +223,6 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
     __syncwarp();
     if (lane == 0) mbarrier_arrive(empty);
   };
-  // This thread is done with the K stage of listed tile `entry`. After a partial tile, whose ids
-  // and positions every thread read, each thread arrives for itself, so that the producer's
-  // overwrite is ordered after each read by a direct arrival (compute-sanitizer's racecheck follows
-  // no other path); after a full tile one lane arrives for its warp (per-thread arrivals on every
-  // tile measured slower, docs/history.md).
-  auto release_k = [&](int entry, int stage) {
-    if (entry & 1) {
-      mbarrier_arrive(&smem.k_empty[stage]);
-      return;
-    }
-    __syncwarp();
-    if (lane == 0) mbarrier_arrive(&smem.k_empty[stage], kWarpSize);
-  };
 
   if (tile_count > 0) {
     float s[1][kSTiles][4];
@@ -248,9 +235,8 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
     wgmma_commit();
     wgmma_wait<0>();
     fence_accumulators(s[0]);
-    const int first = tile_list[0];
-    mask_scores(s, first, 0);
-    release_k(first, 0);
+    mask_scores(s, tile_list[0], 0);
+    release(&smem.k_empty[0]);
     softmax_tile(s, row_max, row_sum, params.scale_log2, correction);  // O = 0: nothing to rescale
     pack_probs(p, s);
 
@@ -266,9 +252,8 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
       issue_output(p, it);
       wgmma_wait<1>();  // S_{it+1} landed; P_it V_it may still run
       fence_accumulators(s[0]);
-      const int entry = tile_list[it + 1];
-      mask_scores(s, entry, next);
-      release_k(entry, next);
+      mask_scores(s, tile_list[it + 1], next);
+      release(&smem.k_empty[next]);
       softmax_tile(s, row_max, row_sum, params.scale_log2, correction);
       wgmma_wait<0>();
       fence_accumulators(acc_o[0]);
