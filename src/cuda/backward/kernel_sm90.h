@@ -256,15 +256,15 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
   const uint64_t desc_v_rows =
       advance_descriptor(smem_descriptor(smem.v, kChunkBytes, kSwizzleAtomBytes), kv_rows_offset);
   // This warpgroup's part of dQ: its first column and, in the key-major dS^T and K tiles, the
-  // byte offset of its first key (its own 64 keys at head_dim 64; all keys, column block
-  // `warpgroup`, at 128). B of the dQ MMAs: K read MN-major from there.
+  // byte offset of its first key (its own 64 keys at head_dim 64; all keys, from column block
+  // `warpgroup` at 128 and 2 `warpgroup` at 256). B of the dQ MMAs: K read MN-major from there.
   const int dq_col0 = kDqByKeys ? 0 : warpgroup * Traits::kDqCols;
   const uint32_t dq_key_offset = kDqByKeys ? kv_rows_offset : 0;
   const uint64_t desc_k_cols =
       advance_descriptor(smem_descriptor(smem.k, kBlockBytesKV, kSwizzleAtomBytes),
                          kDqByKeys ? dq_key_offset : (dq_col0 / kSwizzleCols) * kBlockBytesKV);
 
-  // dq rows of a query head, this warpgroup's 64 columns.
+  // dq rows of a query head, from this warpgroup's first dQ column.
   const auto dq_row = [&](int query, int head) {
     return p.dq + (int64_t(batch) * p.seqlen_q + query) * p.q_token_stride +
            int64_t(head) * kHeadDim + dq_col0;
