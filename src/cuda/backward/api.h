@@ -25,7 +25,8 @@ void run_backward(const AttentionStep& step, const BackwardInputs& in,
                   cudaStream_t stream);
 
 // Throws ringpack::Error naming the value and the fix unless the backward kernels support the
-// dtype and head_dim (bf16 / fp16; 64, 128, 256). check_supported (kernel_options.h) adds the options.
+// dtype and head_dim (bf16 / fp16; 64, 128, 256). check_supported (kernel_options.h) adds the
+// options.
 void check_backward_supported(DType dtype, int head_dim);
 
 }  // namespace ringpack::cuda
