@@ -7,7 +7,7 @@ kernel) means identical behaviour and speed. Kernel names in anonymous namespace
 of their file's path, which is normalised away.
 
 Usage: scripts/compare_sass.py [--offsets BEFORE.txt AFTER.txt [--rename OLD=NEW ...]]
-                              BEFORE.a AFTER.a
+                              [--kernel-rename REGEX=REPLACEMENT ...] BEFORE.a AFTER.a
 (cuobjdump from PATH, or CUOBJDUMP=...). Exit status 0 when every kernel's SASS is identical, 1
 otherwise (the differences are listed).
 
@@ -15,7 +15,12 @@ otherwise (the differences are listed).
 base): the files are scripts/param_offsets.py's output for the two trees. Every read of a
 kernel's parameter bank, c[0x0][start + offset], in BEFORE is rewritten to the offset the same
 field has in AFTER (a field renamed is given as --rename OLD=NEW), and the instruction encodings
-are dropped. Identical SASS then proves the same instructions reading the same fields."""
+are dropped. Identical SASS then proves the same instructions reading the same fields.
+
+--kernel-rename, for a kernel whose (mangled) name changed, e.g. a template parameter added: the
+regular expression is replaced in BEFORE's kernel names (re.sub) before they are matched with
+AFTER's; kernels only AFTER has are then listed, and do not fail the comparison alone when every
+kernel of BEFORE has its counterpart (a new kernel beside the old ones)."""
 
 import difflib
 import os
@@ -123,18 +128,24 @@ def translate(sass: str, arch: str, name: str, maps: dict) -> str:
 
 
 def main() -> int:
-    args, rename, offsets = sys.argv[1:], {}, None
+    args, rename, offsets, kernel_renames = sys.argv[1:], {}, None, []
     while args and args[0].startswith("--"):
         if args[0] == "--offsets" and len(args) >= 3:
             offsets, args = (read_offsets(args[1]), read_offsets(args[2])), args[3:]
         elif args[0] == "--rename" and len(args) >= 2 and "=" in args[1]:
             old, new = args[1].split("=", 1)
             rename[old], args = new, args[2:]
+        elif args[0] == "--kernel-rename" and len(args) >= 2 and "=" in args[1]:
+            kernel_renames.append(tuple(args[1].split("=", 1)))
+            args = args[2:]
         else:
             sys.exit(__doc__)
     if len(args) != 2:
         sys.exit(__doc__)
     before, after = kernels(args[0]), kernels(args[1])
+    for pattern, replacement in kernel_renames:
+        before = {(arch, re.sub(pattern, replacement, name)): sass
+                  for (arch, name), sass in before.items()}
     if offsets is not None:
         maps = {s: offset_map(offsets[0][s], offsets[1][s], rename) for s in _STRUCTS}
         before = {k: translate(v, k[0], k[1], maps) for k, v in before.items()}
@@ -154,7 +165,8 @@ def main() -> int:
         diff = difflib.unified_diff(before[key].split("\n"), after[key].split("\n"), lineterm="",
                                     n=0)
         print("\n".join(list(diff)[2:14]))
-    return 1 if only_before or only_after or changed else 0
+    new_kernels_allowed = bool(kernel_renames)
+    return 1 if only_before or (only_after and not new_kernels_allowed) or changed else 0
 
 
 if __name__ == "__main__":
