@@ -2,15 +2,16 @@
 # One call on a GPU machine: build (Ninja, -j16), GPU tests, compute-sanitizer on small cases,
 # and the benchmark with its peers; logs go to $OUT (or ./out), a short summary prints last.
 #
-#   scripts/gpu_check.sh [all|quick|tests|sanitize|bench|profile] [extra gtest filter for tests]
+#   scripts/gpu_check.sh [all|quick|tests|sanitize|bench|ab|profile] [extra gtest filter for tests]
 #     quick = tests + bench without peers and sanitizer (fast iteration on kernels);
+#     ab = only the A/B against AB_BASELINE (below);
 #     profile (or PROFILE=1 with any mode) = ncu of one forward and one backward launch
 #   env: OUT (log dir), BUILD_DIR (default build-gpu),
 #        BENCH_WORKLOADS (default dense-16k,packed-16k,packed-64k), BENCH_REPS (default 30),
 #        BENCH_VARIANTS="--flag a;--flag b --other c" also benches ours under each set of
 #        `ringpack bench` kernel flags (A/B in one run), e.g. "--forward-loop mma_sync
 #        --backward-loop mma_sync;--backward-head-splits 2;--backward-grad-add atomics",
-#        AB_BASELINE=DIR (with mode all or bench) builds the tree in DIR too (e.g. the commit
+#        AB_BASELINE=DIR (with mode all, bench or ab) builds the tree in DIR too (e.g. the commit
 #        before a change: git archive REV | tar -x -C DIR) and times both CLIs in alternating
 #        rounds (AB_ROUNDS, default 3): the medians and ours / baseline per workload
 # Needs .deps/ from scripts/fetch_device_deps.sh (CLI11, nlohmann-json, yaml-cpp) on machines
@@ -62,11 +63,11 @@ fi
 
 # ---- compute-sanitizer on small shapes ----
 # Known report: racecheck flags the Hopper forward's overwrite of a K stage's key ids
-# (CudaForward.HeadDimsOnALongDocument); the reads are ordered by __syncwarp and the stage's
+# (CudaForward.HeadDimsOnALongDocument, CudaForward.PersistentCtasOnFewSmsMatchReference); the reads are ordered by __syncwarp and the stage's
 # mbarrier, a path racecheck does not follow, and the releases it accepts cost 5-18% on
 # packed-16k (docs/benchmarks.md, "Forward A/B"). Any other report is a finding.
 if [[ "$MODE" == all || "$MODE" == sanitize ]]; then
-  SMALL="CudaForward.HeadDimsOnALongDocument:CudaForward.UnequalQueryAndKeyLengthsMatchReference:CudaForward.TwoMergedStepsMatchReference:CudaBackendTest.DeviceGather*:CudaBackward.LongDocumentAcrossManyTiles"
+  SMALL="CudaForward.HeadDimsOnALongDocument:CudaForward.PersistentCtasOnFewSmsMatchReference:CudaForward.UnequalQueryAndKeyLengthsMatchReference:CudaForward.TwoMergedStepsMatchReference:CudaBackendTest.DeviceGather*:CudaBackward.LongDocumentAcrossManyTiles"
   for tool in memcheck racecheck; do
     compute-sanitizer --tool "$tool" --error-exitcode 9 \
       "$BUILD_DIR/ringpack_gpu_tests" --gtest_filter="$SMALL" >"$OUT/sanitize_$tool.log" 2>&1
@@ -106,7 +107,7 @@ if [[ "$MODE" == all || "$MODE" == bench || "$MODE" == quick ]]; then
 fi
 
 # ---- A/B against another tree: AB_BASELINE=DIR, alternating rounds of both CLIs ----
-if [[ -n "${AB_BASELINE:-}" && ( "$MODE" == all || "$MODE" == bench ) ]]; then
+if [[ -n "${AB_BASELINE:-}" && ( "$MODE" == all || "$MODE" == bench || "$MODE" == ab ) ]]; then
   start=$(date +%s)
   BASE_BUILD="$PWD/$BUILD_DIR-baseline"
   DEPS="$PWD/.deps/usr"
