@@ -44,7 +44,9 @@ inline constexpr const char* kRunOnlyConfigKeys[] = {"backend",
                                                      "forward_loop",
                                                      "backward_loop",
                                                      "backward_grad_add",
-                                                     "backward_head_splits"};
+                                                     "backward_head_splits",
+                                                     "forward_schedule",
+                                                     "sm_margin"};
 
 // Where and how a command writes its result.
 struct OutputOptions {

@@ -24,6 +24,8 @@ KernelFlags::KernelFlags() {
   backward_loop_ = main_loop_name(defaults.backward_loop);
   backward_grad_add_ = gradient_add_name(defaults.backward_grad_add);
   backward_head_splits_ = defaults.backward_head_splits;
+  forward_schedule_ = forward_schedule_name(defaults.forward_schedule);
+  sm_margin_ = defaults.sm_margin;
 }
 
 void KernelFlags::add_to(CLI::App& command, const std::string& group, ConfigKeys* keys) {
@@ -33,16 +35,23 @@ void KernelFlags::add_to(CLI::App& command, const std::string& group, ConfigKeys
   };
   add("--forward-loop", "forward_loop", forward_loop_,
       "CUDA forward main loop: auto (Hopper's wgmma loop where it serves: compute capability "
-      "9.x, head_dim 64 or 128; else mma_sync), wgmma (or an error), mma_sync");
+      "9.x, head_dim 64, 128 or 256; else mma_sync), wgmma (or an error), mma_sync");
   add("--backward-loop", "backward_loop", backward_loop_,
       "CUDA backward main loop: auto (Hopper's wgmma loop where it serves: compute capability "
-      "9.x, head_dim 128, not deterministic; else mma_sync), wgmma (or an error), mma_sync");
+      "9.x, head_dim 64, 128 or 256, not deterministic; else mma_sync), wgmma (or an error), "
+      "mma_sync");
   add("--backward-grad-add", "backward_grad_add", backward_grad_add_,
       "how the Hopper backward adds dQ, dK, dV: auto (TMA reductions where TMA can describe the "
       "gradients, else atomics), tma (or an error), atomics");
   add("--backward-head-splits", "backward_head_splits", backward_head_splits_,
       "CUDA backward CTAs per (key tile, kv head): a divisor of --heads-q / --heads-kv; 0 = one "
       "per query head");
+  add("--forward-schedule", "forward_schedule", forward_schedule_,
+      "CUDA Hopper forward: grid (one CTA per query head and query tile) or persistent (one CTA "
+      "per SM, --sm-margin fewer, walking the tiles heaviest first)");
+  add("--sm-margin", "sm_margin", sm_margin_,
+      "CUDA: SMs the persistent forward leaves free for NCCL transfers beside it (needs "
+      "--forward-schedule persistent); 0 = all SMs");
 }
 
 void KernelFlags::apply(BackendOptions& options) const {
@@ -54,12 +63,18 @@ void KernelFlags::apply(BackendOptions& options) const {
                  " is negative: give a divisor of --heads-q / --heads-kv, or 0 for one CTA per "
                  "query head");
   options.backward_head_splits = backward_head_splits_;
+  options.forward_schedule =
+      parse_flag("--forward-schedule", forward_schedule_, parse_forward_schedule);
+  RINGPACK_CHECK(sm_margin_ >= 0, "--sm-margin ", sm_margin_,
+                 " is negative: give the number of SMs to leave free, or 0");
+  options.sm_margin = sm_margin_;
 }
 
 std::string KernelFlags::describe() const {
   return "--forward-loop " + forward_loop_ + " --backward-loop " + backward_loop_ +
          " --backward-grad-add " + backward_grad_add_ + " --backward-head-splits " +
-         std::to_string(backward_head_splits_);
+         std::to_string(backward_head_splits_) + " --forward-schedule " + forward_schedule_ +
+         " --sm-margin " + std::to_string(sm_margin_);
 }
 
 }  // namespace ringpack::cli

@@ -30,6 +30,8 @@ class KernelFlags {
   std::string backward_loop_;
   std::string backward_grad_add_;
   int backward_head_splits_;
+  std::string forward_schedule_;
+  int sm_margin_;
 };
 
 }  // namespace ringpack::cli

@@ -130,6 +130,15 @@ enum class MainLoop {
 const char* main_loop_name(MainLoop loop);  // "auto", "wgmma", "mma_sync"
 MainLoop parse_main_loop(std::string_view name);
 
+// CUDA: how the Hopper forward's CTAs meet their work items (query head, query tile).
+enum class ForwardSchedule {
+  kGrid,        // one CTA per item, heaviest query tiles launched first
+  kPersistent,  // one CTA per SM (BackendOptions::sm_margin fewer), each walking items in that
+                // order; the next item's first K/V tile loads while the current item finishes
+};
+const char* forward_schedule_name(ForwardSchedule schedule);  // "grid", "persistent"
+ForwardSchedule parse_forward_schedule(std::string_view name);
+
 // CUDA: how the Hopper backward adds dQ, dK and dV into the fp32 accumulators.
 enum class GradientAdd {
   kAuto,     // TMA tensor reductions where TMA can describe the accumulators, else atomics
@@ -146,9 +155,10 @@ struct BackendOptions {
   // CUDA: the compute stream to enqueue on (a cudaStream_t, e.g. a framework's current stream);
   // 0 = the backend creates its own non-blocking stream.
   std::uintptr_t stream = 0;
-  // CUDA: the forward's main loop (Hopper kernels: head_dim 64 and 128 on compute capability 9.x).
+  // CUDA: the forward's main loop (Hopper kernels: head_dim 64, 128 and 256 on compute
+  // capability 9.x).
   MainLoop forward_loop = MainLoop::kAuto;
-  // CUDA: the backward's main loop (Hopper kernel: head_dim 64 and 128, not deterministic).
+  // CUDA: the backward's main loop (Hopper kernels: head_dim 64, 128 and 256, not deterministic).
   MainLoop backward_loop = MainLoop::kAuto;
   // CUDA: how the Hopper backward adds its gradients (the mma.sync backward uses atomics, so kTma
   // needs the Hopper backward).
@@ -157,6 +167,11 @@ struct BackendOptions {
   // the GQA group; a divisor of num_heads_q / num_heads_kv. 0 = one per query head (deterministic:
   // one per group, the only value it accepts besides 0).
   int backward_head_splits = 0;
+  // CUDA: the Hopper forward's schedule.
+  ForwardSchedule forward_schedule = ForwardSchedule::kGrid;
+  // CUDA: SMs that the persistent forward leaves free, so that NCCL transfers of context
+  // parallelism run beside it; 0 = every SM. Needs ForwardSchedule::kPersistent.
+  int sm_margin = 0;
 };
 
 std::unique_ptr<AttentionBackend> make_backend(BackendKind kind, const BackendOptions& options);

@@ -25,6 +25,23 @@ MainLoop parse_main_loop(std::string_view name) {
   RINGPACK_FAIL("unknown main loop '", excerpt(name), "': use auto, wgmma or mma_sync");
 }
 
+const char* forward_schedule_name(ForwardSchedule schedule) {
+  switch (schedule) {
+    case ForwardSchedule::kGrid:
+      return "grid";
+    case ForwardSchedule::kPersistent:
+      return "persistent";
+  }
+  return "?";
+}
+
+ForwardSchedule parse_forward_schedule(std::string_view name) {
+  for (const ForwardSchedule schedule : {ForwardSchedule::kGrid, ForwardSchedule::kPersistent}) {
+    if (name == forward_schedule_name(schedule)) return schedule;
+  }
+  RINGPACK_FAIL("unknown forward schedule '", excerpt(name), "': use grid or persistent");
+}
+
 const char* gradient_add_name(GradientAdd add) {
   switch (add) {
     case GradientAdd::kAuto:

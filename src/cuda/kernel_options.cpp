@@ -41,6 +41,8 @@ KernelOptions kernel_options(const BackendOptions& options) {
   kernel.backward_grad_add = options.backward_grad_add;
   kernel.backward_head_splits = options.backward_head_splits;
   kernel.deterministic = options.deterministic;
+  kernel.forward_schedule = options.forward_schedule;
+  kernel.sm_margin = options.sm_margin;
   return kernel;
 }
 
@@ -52,6 +54,20 @@ void check_supported(DType dtype, int head_dim, bool backward, const KernelOptio
   RINGPACK_CHECK(options.backward_head_splits >= 0, "--backward-head-splits ",
                  options.backward_head_splits,
                  " is negative; give a divisor of --heads-q / --heads-kv, or 0 for the default");
+  const bool persistent = options.forward_schedule == ForwardSchedule::kPersistent;
+  if (persistent) {
+    RINGPACK_CHECK(options.forward_loop != MainLoop::kMmaSync && forward_has_wgmma(head_dim) &&
+                       compute_capability_major(device) == kHopperMajor,
+                   "--forward-schedule persistent needs the Hopper forward (compute capability "
+                   "9.x, --forward-loop auto or wgmma); use --forward-schedule grid");
+  }
+  int sms = 0;
+  RINGPACK_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  RINGPACK_CHECK(options.sm_margin >= 0 && options.sm_margin < sms, "--sm-margin ",
+                 options.sm_margin, " must be at least 0 and leave at least one of device ", device,
+                 "'s ", sms, " SMs to the kernels");
+  RINGPACK_CHECK(options.sm_margin == 0 || persistent, "--sm-margin ", options.sm_margin,
+                 " needs --forward-schedule persistent: the grid schedule's CTAs take every SM");
   if (!backward) return;
 
   check_backward_supported(dtype, head_dim);

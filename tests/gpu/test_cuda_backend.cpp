@@ -142,6 +142,20 @@ TEST_F(CudaBackendTest, CheckSupportedRejectsKernelOptionsThatCannotHold) {
   options = BackendOptions{};
   options.backward_head_splits = -1;
   rejects(options, 128, false, "--backward-head-splits -1");
+  int sms = 0;
+  ASSERT_EQ(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0), cudaSuccess);
+  options = BackendOptions{};
+  options.sm_margin = 8;  // the grid schedule takes every SM
+  rejects(options, 128, false, "--forward-schedule persistent");
+  options.forward_schedule = ForwardSchedule::kPersistent;
+  options.sm_margin = sms;  // no SM left to the kernels
+  rejects(options, 128, false, "--sm-margin " + std::to_string(sms));
+  options.sm_margin = -1;
+  rejects(options, 128, false, "--sm-margin -1");
+  options.sm_margin = sms - 1;
+  EXPECT_NO_THROW(make_cuda_backend(options)->check_supported(DType::kBF16, 128, true));
+  options.forward_loop = MainLoop::kMmaSync;  // only the Hopper forward is persistent
+  rejects(options, 128, false, "--forward-schedule persistent");
   // The backward's options do not concern a forward-only run.
   options = BackendOptions{};
   options.backward_loop = MainLoop::kWgmma;

@@ -267,6 +267,34 @@ TEST_F(CudaForward, HeadDimsOnALongDocument) {
   }
 }
 
+// The Hopper forward's persistent schedule on all SMs and on fewer (KernelOptions::sm_margin):
+// with one CTA left, a single CTA walks every work item (query tiles with no key tiles among them:
+// the padded rows), so the producer's ring of items, Q's hand-over between items and the K/V phases
+// that run on across items all turn over many times; every head dim on one layout, head_dim 128 on
+// all adversarial layouts, then a few CTAs and every SM. Small enough for compute-sanitizer.
+TEST_F(CudaForward, PersistentCtasOnFewSmsMatchReference) {
+  const uint64_t seed = seed_from_test_name();
+  int sms = 0;
+  ASSERT_EQ(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0), cudaSuccess);
+  const NamedLayout padded{"short_documents_then_padding",
+                           batch_from_lengths({{100}, {7, 300}}, 700)};
+  for (int head_dim : {64, 128, 256}) {
+    ForwardCase c = self_case(padded.name + " on one CTA", padded.batch);
+    c.head_dim = head_dim;
+    c.kernels.forward_schedule = ForwardSchedule::kPersistent;
+    c.kernels.sm_margin = sms - 1;
+    check_direct(c, seed + head_dim);
+  }
+  for (int margin : {sms - 1, sms - 3, 0}) {
+    for (const NamedLayout& layout : adversarial_layouts(333, 3)) {
+      ForwardCase c = self_case(layout.name + " sm_margin " + std::to_string(margin), layout.batch);
+      c.kernels.forward_schedule = ForwardSchedule::kPersistent;
+      c.kernels.sm_margin = margin;
+      check_direct(c, seed + margin);
+    }
+  }
+}
+
 // The portable mma.sync main loop, which sm_90 skips for every head dim in favour of wgmma:
 // forced through KernelOptions::forward_loop so both loops stay tested on a Hopper machine.
 TEST_F(CudaForward, MmaSyncLoopMatchesReference) {

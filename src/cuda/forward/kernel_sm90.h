@@ -4,6 +4,12 @@
 //
 // Same contract, tile lists, mask policy, softmax and epilogues as the mma.sync kernel
 // (forward/kernel_sm80.h); the main loop differs:
+//   - Two schedules (KernelOptions::forward_schedule). Grid: one CTA per work item (query head,
+//     query tile), launched heaviest tile first. Persistent: one CTA per SM (fewer with
+//     KernelOptions::sm_margin), each taking work items in the same order until none is left:
+//     the first from its index, the next from a global counter that its producer claims one item
+//     ahead. The K/V pipeline and its barrier phases run on across items, so the next item's
+//     first K/V tile loads while the consumers finish the current item.
 //   - CTA = 2 consumer warpgroups + 1 producer warpgroup (setmaxnreg moves its registers to the
 //     consumers). Warpgroup w < 2 owns query rows [64 w, 64 w + 64) of a 128-row tile; both read
 //     the same K/V tiles.
@@ -26,6 +32,7 @@
 
 #include "cuda/common/cuda_check.h"
 #include "cuda/common/mma_sync.h"
+#include "cuda/common/persistent.h"
 #include "cuda/common/tma.h"
 #include "cuda/common/wgmma.h"
 #include "cuda/forward/epilogue.h"
@@ -35,6 +42,18 @@
 #include "cuda/forward/traits.h"
 
 namespace ringpack::cuda {
+
+// One work item as the persistent producer hands it to the consumers: query head `head` (kv head
+// `kv_head`) of the query tile that starts at row q_begin of batch row `batch`, and its listed key
+// tiles; head < 0: no work is left.
+struct ForwardWork {
+  const int32_t* tile_list;
+  int head;
+  int kv_head;
+  int batch;
+  int q_begin;
+  int tile_count;
+};
 
 // Shared memory of one CTA; tiles first, each 1024-byte aligned for the swizzle.
 template <class Traits>
@@ -47,14 +66,21 @@ struct ForwardWgmmaSmem {
   alignas(1024) Element v[kStages][Traits::kKVElems];  // [kHeadDim / 64][kBlockN][64] each
   int32_t segment_ids_k[kStages][kBlockN];             // keys' ids / positions, partial tiles only
   int32_t positions_k[kStages][kBlockN];
-  uint64_t q_full;            // Q landed
+  uint64_t q_full;            // Q landed (persistent: no bytes for an item without key tiles)
   uint64_t k_full[kStages];   // K (and ids/positions) of the stage's tile landed
   uint64_t k_empty[kStages];  // every consumer warp is done with the stage's K
   uint64_t v_full[kStages];
   uint64_t v_empty[kStages];
+  // Persistent schedule only.
+  uint64_t q_empty;       // every consumer thread is done with Q (the epilogue stages O there)
+  uint64_t work_full[2];  // work[i] is written
+  // The CTA's work items, a ring of two. The producer writes item n + 2 where item n was only
+  // after q_empty has completed for item n (it waits for that before item n + 1's Q), so after
+  // every consumer thread has read item n.
+  ForwardWork work[2];
 };
 
-template <class Traits, bool kMerge>
+template <class Traits, bool kMerge, bool kPersistent>
 __global__ void __launch_bounds__(Traits::kNumThreads, 1)
     forward_wgmma_kernel(const __grid_constant__ ForwardParams params,
                          const __grid_constant__ ForwardTensorMaps maps) {
@@ -62,6 +88,7 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
   using Element = typename Traits::Element;
   using Ops = ElementOps<Element>;
   using Smem = ForwardWgmmaSmem<Traits>;
+  using Registers = ForwardWgmmaRegisters<Traits::kHeadDim, kPersistent>;
   constexpr int kHeadDim = Traits::kHeadDim;
   constexpr int kBlockM = Traits::kBlockM;
   constexpr int kBlockN = Traits::kBlockN;
@@ -81,13 +108,30 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   Smem& smem = *reinterpret_cast<Smem*>(smem_raw);
 
+  const int warp = threadIdx.x / kWarpSize;
+  const int lane = threadIdx.x % kWarpSize;
+  // Work item w (persistent schedule): query head w % num_heads_q of the (w / num_heads_q)-th
+  // heaviest query tile, so the heads of one tile run side by side and share its K/V in L2, as
+  // the grid schedule's x = head, y = rank of the tile.
+  const int num_work = params.num_heads_q * params.batch * params.num_tiles_q;
+  auto decode = [&](int w) {
+    ForwardWork work{nullptr, -1, 0, 0, 0, 0};
+    if (w >= num_work) return work;
+    work.head = w % params.num_heads_q;
+    work.kv_head = work.head / params.heads_per_kv;
+    const int slot = params.tile_order[w / params.num_heads_q];
+    work.batch = slot / params.num_tiles_q;
+    work.q_begin = (slot % params.num_tiles_q) * kBlockM;
+    work.tile_count = params.tile_counts[slot];
+    work.tile_list = params.tile_lists + int64_t(slot) * params.num_tiles_k;
+    return work;
+  };
+  // The grid schedule's one item.
   const int head = blockIdx.x;
   const int slot = params.tile_order[blockIdx.y];  // heaviest query tiles launch first
   const int batch = slot / params.num_tiles_q;
   const int q_begin = (slot % params.num_tiles_q) * kBlockM;
   const int kv_head = head / params.heads_per_kv;
-  const int warp = threadIdx.x / kWarpSize;
-  const int lane = threadIdx.x % kWarpSize;
   const int32_t* tile_list = params.tile_lists + int64_t(slot) * params.num_tiles_k;
   const int tile_count = params.tile_counts[slot];
 
@@ -99,38 +143,41 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
       mbarrier_init(&smem.v_full[s], 1);
       mbarrier_init(&smem.v_empty[s], kConsumerWarps);
     }
+    if constexpr (kPersistent) {
+      mbarrier_init(&smem.q_empty, Traits::kNumConsumerThreads);
+      for (int i = 0; i < 2; ++i) mbarrier_init(&smem.work_full[i], 1);
+    }
     mbarrier_init_fence();
   }
   __syncthreads();
 
   if (threadIdx.x >= Traits::kNumConsumerThreads) {
-    // ---- producer warpgroup: gives its registers to the consumers; its first warp loads Q
-    // once, then K (+ ids/positions) and V of each listed key tile ----
-    set_max_registers_dec<Traits::kProducerRegisters>();
+    // ---- producer warpgroup: gives its registers to the consumers; its first warp loads, per
+    // work item, Q and K (+ ids/positions) and V of each listed key tile ----
+    set_max_registers_dec<Registers::kProducer>();
     if (warp != kConsumerWarps) return;
-    const int64_t q_row0 = int64_t(batch) * params.seqlen_q + q_begin;
-    const int64_t k_row0 = int64_t(batch) * params.seqlen_k;
-    const int32_t* seg_k = params.segment_ids_k + k_row0;
-    const int32_t* pos_k = params.positions_k + k_row0;
-    if (tile_count > 0 && lane == 0) {
+    // Q of an item with key tiles (q_row0: its first row in the [batch * seqlen_q] map).
+    auto load_q = [&](int q_head, int q_row0) {
       mbarrier_arrive_expect_bytes(&smem.q_full, Traits::kQElems * sizeof(Element));
       for (int b = 0; b < kColBlocks; ++b)
-        tma_load_3d(smem.q + b * kBlockM * kSwizzleCols, &maps.q, b * kSwizzleCols, head,
-                    int(q_row0), &smem.q_full);
-    }
-    for (int it = 0; it < tile_count; ++it) {
-      const int stage = it % kStages;
-      const uint32_t free_parity = ((it / kStages) & 1) ^ 1;  // first use: passes at once
-      const int entry = tile_list[it];
+        tma_load_3d(smem.q + b * kBlockM * kSwizzleCols, &maps.q, b * kSwizzleCols, q_head, q_row0,
+                    &smem.q_full);
+    };
+    // The CTA's step-th K/V tile, listed as `entry`, of kv head `kv` in batch row k_row0.
+    auto load_kv = [&](int step, int entry, int kv, int64_t k_row0) {
+      const int stage = step % kStages;
+      const uint32_t free_parity = ((step / kStages) & 1) ^ 1;  // first use: passes at once
       const int k_begin = (entry >> 1) * kBlockN;
       mbarrier_wait(&smem.k_empty[stage], free_parity);
       if (lane == 0) {
         mbarrier_expect_bytes(&smem.k_full[stage], kTileBytes);
         for (int b = 0; b < kColBlocks; ++b)
-          tma_load_3d(smem.k[stage] + b * kBlockN * kSwizzleCols, &maps.k, b * kSwizzleCols,
-                      kv_head, int(k_row0 + k_begin), &smem.k_full[stage]);
+          tma_load_3d(smem.k[stage] + b * kBlockN * kSwizzleCols, &maps.k, b * kSwizzleCols, kv,
+                      int(k_row0 + k_begin), &smem.k_full[stage]);
       }
       if (entry & 1) {  // partial tile: keys past seqlen_k read as padding (id 0: never visible)
+        const int32_t* seg_k = params.segment_ids_k + k_row0;
+        const int32_t* pos_k = params.positions_k + k_row0;
         for (int i = lane; i < kBlockN; i += kWarpSize) {
           const bool in_range = k_begin + i < params.seqlen_k;
           smem.segment_ids_k[stage][i] = in_range ? seg_k[k_begin + i] : 0;
@@ -143,34 +190,73 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
       if (lane == 0) {
         mbarrier_arrive_expect_bytes(&smem.v_full[stage], kTileBytes);
         for (int b = 0; b < kColBlocks; ++b)
-          tma_load_3d(smem.v[stage] + b * kBlockN * kSwizzleCols, &maps.v, b * kSwizzleCols,
-                      kv_head, int(k_row0 + k_begin), &smem.v_full[stage]);
+          tma_load_3d(smem.v[stage] + b * kBlockN * kSwizzleCols, &maps.v, b * kSwizzleCols, kv,
+                      int(k_row0 + k_begin), &smem.v_full[stage]);
+      }
+    };
+
+    if constexpr (!kPersistent) {
+      const int64_t q_row0 = int64_t(batch) * params.seqlen_q + q_begin;
+      const int64_t k_row0 = int64_t(batch) * params.seqlen_k;
+      if (tile_count > 0 && lane == 0) load_q(head, int(q_row0));
+      for (int it = 0; it < tile_count; ++it) load_kv(it, tile_list[it], kv_head, k_row0);
+    } else {
+      int w = blockIdx.x;
+      int step = 0;  // K/V tiles loaded by this CTA
+      for (int n = 0;; ++n) {
+        // The item stays in shared memory, and the loop reads it there: the producer has few
+        // registers (ForwardWgmmaRegisters).
+        ForwardWork& work = smem.work[n % 2];
+        __syncwarp();  // every lane is done with the item this slot held before
+        if (lane == 0) {
+          work = decode(w);
+          mbarrier_arrive(&smem.work_full[n % 2]);
+        }
+        __syncwarp();
+        if (work.head < 0) break;
+        // The next item, claimed now: the counter's latency hides behind this item's loads.
+        int next = 0;
+        if (lane == 0) next = int(gridDim.x) + atomicAdd(params.work_counter, 1);
+        // Q once the consumers are done with the previous item's: after this item's first K/V
+        // tile, which may load while they still finish that item.
+        auto hand_over_q = [&] {
+          mbarrier_wait(&smem.q_empty, (n & 1) ^ 1);
+          if (lane != 0) return;
+          if (work.tile_count == 0) {
+            mbarrier_arrive(&smem.q_full);  // no Q: the consumers write empty rows
+          } else {
+            load_q(work.head, work.batch * params.seqlen_q + work.q_begin);
+          }
+        };
+        if (work.tile_count == 0) hand_over_q();
+        for (int it = 0; it < work.tile_count; ++it, ++step) {
+          load_kv(step, work.tile_list[it], work.kv_head, int64_t(work.batch) * params.seqlen_k);
+          if (it == 0) hand_over_q();
+        }
+        w = __shfl_sync(kFullMask, next, 0);
       }
     }
     return;
   }
 
   // ---- consumer warpgroups ----
-  set_max_registers_inc<Traits::kConsumerRegisters>();
+  set_max_registers_inc<Registers::kConsumer>();
   const int warpgroup = threadIdx.x / kWarpgroupThreads;
   const int quad_row = lane / 4;
   const int quad_col = (lane % 4) * 2;
   const int warp_row0 = warp * Traits::kRowsPerWarp;  // = 64 warpgroup + 16 (warp % 4)
 
   // The visible-key interval of this thread's two query rows (rows past seqlen_q: padding).
-  VisibleKeys keys[kRows];
+  auto find_visible_keys = [&](VisibleKeys(&keys)[kRows], int item_batch, int item_q_begin) {
 #pragma unroll
-  for (int i = 0; i < kRows; ++i) {
-    const int row = q_begin + warp_row0 + quad_row + 8 * i;
-    const int64_t index = int64_t(batch) * params.seqlen_q + row;
-    const bool valid = row < params.seqlen_q;
-    keys[i] = visible_keys(valid ? params.segment_ids_q[index] : 0,
-                           valid ? params.positions_q[index] : 0, params.mask);
-  }
-
-  float acc_o[1][kOTiles][4] = {};
-  float row_max[kRows] = {-INFINITY, -INFINITY};  // running max of raw scores <q, k>
-  float row_sum[kRows] = {0.0f, 0.0f};            // this thread's partial of l
+    for (int i = 0; i < kRows; ++i) {
+      const int row = item_q_begin + warp_row0 + quad_row + 8 * i;
+      const int64_t index = int64_t(item_batch) * params.seqlen_q + row;
+      const bool valid = row < params.seqlen_q;
+      keys[i] = visible_keys(valid ? params.segment_ids_q[index] : 0,
+                             valid ? params.positions_q[index] : 0, params.mask);
+    }
+  };
 
   // Descriptors (common/wgmma.h). Q: this warpgroup's 64 rows, K-major; K: K-major; V: MN-major.
   constexpr uint32_t kBlockBytesQ = kBlockM * kSwizzleLineBytes;   // one 64-column block of Q
@@ -190,24 +276,6 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
           advance_descriptor(desc_k, (d / kStepsPerBlock) * kBlockBytesKV + in_block), d > 0);
     }
   };
-  // Issues O += P V for listed tile `it` once its V has landed: V rows 16 kk .. 16 kk + 15 are
-  // k16 step kk.
-  auto issue_output = [&](const uint32_t(&probs)[kNSteps][4], int it) {
-    const int stage = it % kStages;
-    mbarrier_wait(&smem.v_full[stage], (it / kStages) & 1);
-    const uint64_t desc_v = smem_descriptor(smem.v[stage], kBlockBytesKV, kSwizzleAtomBytes);
-    wgmma_fence();
-#pragma unroll
-    for (int kk = 0; kk < kNSteps; ++kk)
-      MmaO::template rs<1>(acc_o[0], probs[kk],
-                           advance_descriptor(desc_v, kk * kWgmmaK * kSwizzleLineBytes), true);
-    wgmma_commit();
-  };
-  // Partial tiles: rule (1) per element on the scores of the key tile in `stage`.
-  auto mask_scores = [&](float(&scores)[1][kSTiles][4], int entry, int stage) {
-    if (entry & 1)
-      mask_partial_tile(scores, keys, smem.segment_ids_k[stage], smem.positions_k[stage], quad_col);
-  };
   // P as A fragments: two n8 S tiles = one k16 A tile (rows g, g + 8; columns c, c + 8).
   auto pack_probs = [&](uint32_t(&probs)[kNSteps][4], const float(&scores)[1][kSTiles][4]) {
 #pragma unroll
@@ -224,54 +292,114 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
     if (lane == 0) mbarrier_arrive(empty);
   };
 
-  if (tile_count > 0) {
-    float s[1][kSTiles][4];
-    uint32_t p[kNSteps][4];
-    float correction[kRows];
-    mbarrier_wait(&smem.q_full, 0);
-    mbarrier_wait(&smem.k_full[0], 0);
-    wgmma_fence();
-    issue_scores(s, 0);
-    wgmma_commit();
-    wgmma_wait<0>();
-    fence_accumulators(s[0]);
-    mask_scores(s, tile_list[0], 0);
-    release(&smem.k_empty[0]);
-    softmax_tile(s, row_max, row_sum, params.scale_log2, correction);  // O = 0: nothing to rescale
-    pack_probs(p, s);
-
-    // The last tile is outside the loop so the body issues S_{it+1} unconditionally: a branch
-    // around that issue makes ptxas serialise the wgmma pipeline (docs/cuda_kernels.md).
-    for (int it = 0; it + 1 < tile_count; ++it) {
-      const int next = (it + 1) % kStages;
-      fence_accumulators(acc_o[0]);
-      mbarrier_wait(&smem.k_full[next], ((it + 1) / kStages) & 1);
+  // O, the row max and the row sums of one work item, whose listed tiles are the CTA's K/V tiles
+  // `step`, `step` + 1, ... (the grid schedule: step = 0).
+  auto attend = [&](float(&acc_o)[1][kOTiles][4], float(&row_max)[kRows], float(&row_sum)[kRows],
+                    const VisibleKeys(&keys)[kRows], const int32_t* item_list, int item_count,
+                    int step) {
+    auto stage_of = [&](int it) { return (step + it) % kStages; };
+    auto parity_of = [&](int it) { return uint32_t(((step + it) / kStages) & 1); };
+    // Issues O += P V for listed tile `it` once its V has landed: V rows 16 kk .. 16 kk + 15 are
+    // k16 step kk.
+    auto issue_output = [&](const uint32_t(&probs)[kNSteps][4], int it) {
+      const int stage = stage_of(it);
+      mbarrier_wait(&smem.v_full[stage], parity_of(it));
+      const uint64_t desc_v = smem_descriptor(smem.v[stage], kBlockBytesKV, kSwizzleAtomBytes);
       wgmma_fence();
-      issue_scores(s, next);
+#pragma unroll
+      for (int kk = 0; kk < kNSteps; ++kk)
+        MmaO::template rs<1>(acc_o[0], probs[kk],
+                             advance_descriptor(desc_v, kk * kWgmmaK * kSwizzleLineBytes), true);
       wgmma_commit();
-      issue_output(p, it);
-      wgmma_wait<1>();  // S_{it+1} landed; P_it V_it may still run
+    };
+    // Partial tiles: rule (1) per element on the scores of the key tile in `stage`.
+    auto mask_scores = [&](float(&scores)[1][kSTiles][4], int entry, int stage) {
+      if (entry & 1)
+        mask_partial_tile(scores, keys, smem.segment_ids_k[stage], smem.positions_k[stage],
+                          quad_col);
+    };
+
+    if (item_count > 0) {
+      float s[1][kSTiles][4];
+      uint32_t p[kNSteps][4];
+      float correction[kRows];
+      if constexpr (!kPersistent) mbarrier_wait(&smem.q_full, 0);
+      const int first = stage_of(0);
+      mbarrier_wait(&smem.k_full[first], parity_of(0));
+      wgmma_fence();
+      issue_scores(s, first);
+      wgmma_commit();
+      wgmma_wait<0>();
       fence_accumulators(s[0]);
-      mask_scores(s, tile_list[it + 1], next);
-      release(&smem.k_empty[next]);
-      softmax_tile(s, row_max, row_sum, params.scale_log2, correction);
+      mask_scores(s, item_list[0], first);
+      release(&smem.k_empty[first]);
+      softmax_tile(s, row_max, row_sum, params.scale_log2, correction);  // O = 0: no rescale
+      pack_probs(p, s);
+
+      // The last tile is outside the loop so the body issues S_{it+1} unconditionally: a branch
+      // around that issue makes ptxas serialise the wgmma pipeline (docs/cuda_kernels.md).
+      for (int it = 0; it + 1 < item_count; ++it) {
+        const int next = stage_of(it + 1);
+        fence_accumulators(acc_o[0]);
+        mbarrier_wait(&smem.k_full[next], parity_of(it + 1));
+        wgmma_fence();
+        issue_scores(s, next);
+        wgmma_commit();
+        issue_output(p, it);
+        wgmma_wait<1>();  // S_{it+1} landed; P_it V_it may still run
+        fence_accumulators(s[0]);
+        mask_scores(s, item_list[it + 1], next);
+        release(&smem.k_empty[next]);
+        softmax_tile(s, row_max, row_sum, params.scale_log2, correction);
+        wgmma_wait<0>();
+        fence_accumulators(acc_o[0]);
+        release(&smem.v_empty[stage_of(it)]);
+        rescale_output(acc_o, correction);
+        pack_probs(p, s);
+      }
+      issue_output(p, item_count - 1);
       wgmma_wait<0>();
       fence_accumulators(acc_o[0]);
-      release(&smem.v_empty[it % kStages]);
-      rescale_output(acc_o, correction);
-      pack_probs(p, s);
+      release(&smem.v_empty[stage_of(item_count - 1)]);
     }
-    issue_output(p, tile_count - 1);
-    wgmma_wait<0>();
-    fence_accumulators(acc_o[0]);
-    release(&smem.v_empty[(tile_count - 1) % kStages]);
-  }
+  };
 
-  // Direct: staged through Q's shared memory in the epilogue's own layout, so both warpgroups'
-  // MMAs must have finished reading Q (a barrier of the consumer threads only).
-  named_barrier_sync(NamedBarrier::kConsumers, Traits::kNumConsumerThreads);
-  forward_epilogue<Traits, kMerge>(params, acc_o, row_max, row_sum, smem.q + warp_row0 * kHeadDim,
-                                   WarpRows{batch, head, q_begin + warp_row0, lane});
+  if constexpr (!kPersistent) {
+    VisibleKeys keys[kRows];
+    find_visible_keys(keys, batch, q_begin);
+    float acc_o[1][kOTiles][4] = {};
+    float row_max[kRows] = {-INFINITY, -INFINITY};  // running max of raw scores <q, k>
+    float row_sum[kRows] = {0.0f, 0.0f};            // this thread's partial of l
+    attend(acc_o, row_max, row_sum, keys, tile_list, tile_count, 0);
+    // Direct: staged through Q's shared memory in the epilogue's own layout, so both
+    // warpgroups' MMAs must have finished reading Q (a barrier of the consumer threads only).
+    named_barrier_sync(NamedBarrier::kConsumers, Traits::kNumConsumerThreads);
+    forward_epilogue<Traits, kMerge>(params, acc_o, row_max, row_sum, smem.q + warp_row0 * kHeadDim,
+                                     WarpRows{batch, head, q_begin + warp_row0, lane});
+  } else {
+    int step = 0;  // K/V tiles consumed by this CTA before the current item
+    for (int n = 0;; ++n) {
+      mbarrier_wait(&smem.work_full[n % 2], (n / 2) & 1);
+      const ForwardWork work = smem.work[n % 2];
+      if (work.head < 0) break;
+      VisibleKeys keys[kRows];
+      find_visible_keys(keys, work.batch, work.q_begin);
+      float acc_o[1][kOTiles][4] = {};
+      float row_max[kRows] = {-INFINITY, -INFINITY};
+      float row_sum[kRows] = {0.0f, 0.0f};
+      mbarrier_wait(&smem.q_full, n & 1);
+      attend(acc_o, row_max, row_sum, keys, work.tile_list, work.tile_count, step);
+      step += work.tile_count;
+      named_barrier_sync(NamedBarrier::kConsumers, Traits::kNumConsumerThreads);
+      forward_epilogue<Traits, kMerge>(
+          params, acc_o, row_max, row_sum, smem.q + warp_row0 * kHeadDim,
+          WarpRows{work.batch, work.head, work.q_begin + warp_row0, lane});
+      // The staging's accesses to Q's tile come before the next item's TMA writes there (the
+      // async proxy), which wait for every consumer thread's arrival.
+      fence_proxy_async_shared();
+      mbarrier_arrive(&smem.q_empty);
+    }
+  }
 #else
   __trap();  // built without sm_90a code: the launcher never selects this kernel
 #endif
@@ -279,14 +407,27 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
 
 template <class Traits, bool kMerge>
 void launch_forward_wgmma(const ForwardParams& params, const ForwardTensorMaps& maps,
-                          cudaStream_t stream) {
-  auto kernel = forward_wgmma_kernel<Traits, kMerge>;
-  constexpr int kSmemBytes = int(sizeof(ForwardWgmmaSmem<Traits>));
-  RINGPACK_CUDA_CHECK(
-      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
-  const dim3 grid(params.num_heads_q, params.batch * params.num_tiles_q);
-  kernel<<<grid, Traits::kNumThreads, kSmemBytes, stream>>>(params, maps);
-  RINGPACK_CHECK_LAUNCH();
+                          const ForwardLaunch& launch, cudaStream_t stream) {
+  auto run = [&](auto kernel) {
+    constexpr int kSmemBytes = int(sizeof(ForwardWgmmaSmem<Traits>));
+    RINGPACK_CUDA_CHECK(
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
+    if (launch.persistent) {
+      const int num_work = params.num_heads_q * params.batch * params.num_tiles_q;
+      const int grid =
+          persistent_grid(kernel, Traits::kNumThreads, kSmemBytes, num_work, launch.sm_margin);
+      kernel<<<grid, Traits::kNumThreads, kSmemBytes, stream>>>(params, maps);
+    } else {
+      const dim3 grid(params.num_heads_q, params.batch * params.num_tiles_q);
+      kernel<<<grid, Traits::kNumThreads, kSmemBytes, stream>>>(params, maps);
+    }
+    RINGPACK_CHECK_LAUNCH();
+  };
+  if (launch.persistent) {
+    run(forward_wgmma_kernel<Traits, kMerge, true>);
+  } else {
+    run(forward_wgmma_kernel<Traits, kMerge, false>);
+  }
 }
 
 }  // namespace ringpack::cuda

@@ -23,23 +23,23 @@ constexpr int kMaxGridY = 65535;
 
 template <class Element, int kHeadDim>
 void dispatch_wgmma(const ForwardParams& params, const ForwardTensorMaps& maps, bool merge,
-                    cudaStream_t stream) {
+                    const ForwardLaunch& launch, cudaStream_t stream) {
   using Traits = ForwardWgmmaTraits<kHeadDim, Element>;
-  return merge ? launch_forward_wgmma<Traits, true>(params, maps, stream)
-               : launch_forward_wgmma<Traits, false>(params, maps, stream);
+  return merge ? launch_forward_wgmma<Traits, true>(params, maps, launch, stream)
+               : launch_forward_wgmma<Traits, false>(params, maps, launch, stream);
 }
 
 template <class Element>
 void dispatch(const ForwardParams& params, const ForwardTensorMaps* maps, int head_dim, bool merge,
-              cudaStream_t stream) {
+              const ForwardLaunch& launch, cudaStream_t stream) {
   if (maps != nullptr) {  // the wgmma kernel (choose_wgmma)
     switch (head_dim) {
       case 64:
-        return dispatch_wgmma<Element, 64>(params, *maps, merge, stream);
+        return dispatch_wgmma<Element, 64>(params, *maps, merge, launch, stream);
       case 128:
-        return dispatch_wgmma<Element, 128>(params, *maps, merge, stream);
+        return dispatch_wgmma<Element, 128>(params, *maps, merge, launch, stream);
       case 256:
-        return dispatch_wgmma<Element, 256>(params, *maps, merge, stream);
+        return dispatch_wgmma<Element, 256>(params, *maps, merge, launch, stream);
       default:
         RINGPACK_FAIL("head_dim ", head_dim, " has no wgmma forward kernel");
     }
@@ -108,6 +108,7 @@ void run_forward_impl(const AttentionStep& step, bool merge, void* out, float* l
   params.tile_lists = plan.lists;
   params.tile_counts = plan.counts;
   params.tile_order = plan.order;
+  params.work_counter = plan.work_counter;
   params.num_tiles_q = num_tiles_q;
   params.num_tiles_k = num_tiles_k;
   params.out = out;
@@ -115,10 +116,16 @@ void run_forward_impl(const AttentionStep& step, bool merge, void* out, float* l
   params.out_acc = out_acc;
   params.lse_acc = lse_acc;
 
+  const ForwardLaunch launch{options.forward_schedule == ForwardSchedule::kPersistent,
+                             options.sm_margin};
+  RINGPACK_CHECK(wgmma || !launch.persistent,
+                 "--forward-schedule persistent needs the Hopper forward, which does not serve "
+                 "this step (head_dim, device, or tensors TMA cannot describe); use "
+                 "--forward-schedule grid");
   if (step.dtype == DType::kBF16) {
-    dispatch<__nv_bfloat16>(params, wgmma ? &maps : nullptr, dims.head_dim, merge, stream);
+    dispatch<__nv_bfloat16>(params, wgmma ? &maps : nullptr, dims.head_dim, merge, launch, stream);
   } else {
-    dispatch<__half>(params, wgmma ? &maps : nullptr, dims.head_dim, merge, stream);
+    dispatch<__half>(params, wgmma ? &maps : nullptr, dims.head_dim, merge, launch, stream);
   }
   plan.release(stream);
 }

@@ -65,8 +65,8 @@ using ForwardTraitsFor = ForwardTraits<kHeadDim, forward_tile_config(kHeadDim).b
 // each (kBlockM = 128) share K/V tiles of kBlockN keys that a producer warpgroup brings in with
 // TMA. Per consumer thread: S (kBlockN / 2 fp32), O (kHeadDim / 2) and P (kBlockN / 4 packed
 // pairs) in registers. One CTA per SM, 384 threads: the entry cap is 168 registers, then
-// setmaxnreg moves them to 240 per consumer and 24 per producer thread (256 x 240 + 128 x 24 =
-// 384 x 168). 128-byte swizzle (common/wgmma.h).
+// setmaxnreg moves them to the consumers (ForwardWgmmaRegisters: 240 per consumer and 24 per
+// producer thread). 128-byte swizzle (common/wgmma.h).
 //  64, 128: kBlockN = 128. Shared memory at head_dim 128: Q 32 KB + 2 stages x (K, V) 32 KB =
 //           160 KB.
 //  256:     kBlockN = 64: O alone is 128 registers a thread (with S 32 and P 16 beside it), and
@@ -83,8 +83,6 @@ struct ForwardWgmmaTraits {
   static constexpr int kBlockN = forward_wgmma_tiles(kHeadDim).block_n;
   static constexpr int kNumConsumerThreads = 2 * 128;            // two warpgroups
   static constexpr int kNumThreads = kNumConsumerThreads + 128;  // + the producer warpgroup
-  static constexpr int kConsumerRegisters = 240;
-  static constexpr int kProducerRegisters = 24;
   static constexpr int kRowsPerWarp = 16;  // accumulator rows of a warp inside its warpgroup
   static constexpr int kMTiles = 1;
   static constexpr int kStages = 2;
@@ -93,6 +91,18 @@ struct ForwardWgmmaTraits {
   static constexpr int kKVElems = kBlockN * kHeadDim;
   static_assert(kHeadDim == 64 || kHeadDim == 128 || kHeadDim == 256,
                 "wgmma N for O is head_dim: 64, 128 or 256");
+};
+
+// setmaxnreg's split of the 384 x 168 registers: 256 x kConsumer + 128 x kProducer. The
+// persistent schedule's producer walks its work items in more registers than 24 (ptxas spills
+// at head_dim 64 and 128), which the consumers spare there; at 256 they cannot (they spill below
+// 240), and the producer spills 12-20 bytes instead.
+template <int kHeadDim, bool kPersistent>
+struct ForwardWgmmaRegisters {
+  static constexpr bool kWide = kPersistent && kHeadDim <= 128;
+  static constexpr int kConsumer = kWide ? 232 : 240;
+  static constexpr int kProducer = kWide ? 40 : 24;
+  static_assert(256 * kConsumer + 128 * kProducer <= 384 * 168, "the CTA's registers");
 };
 
 // The head dims the wgmma main loop is built for (GPUs before sm_90 use the mma.sync loop).

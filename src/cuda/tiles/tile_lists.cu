@@ -43,10 +43,13 @@ __global__ void build_tile_lists_kernel(const TileRange* __restrict__ ranges_min
   if (lane == 0) counts[slot] = count;
 }
 
-// A stable counting rank, O(n^2) over n slots, which stays far below the attention's cost.
+// A stable counting rank, O(n^2) over n slots, which stays far below the attention's cost. Also
+// resets the persistent kernels' work counter.
 __global__ void order_tiles_kernel(const int32_t* __restrict__ counts, int slots,
-                                   int32_t* __restrict__ order) {
+                                   int32_t* __restrict__ order,
+                                   int32_t* __restrict__ work_counter) {
   const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i == 0) *work_counter = 0;
   if (i >= slots) return;
   const int32_t mine = counts[i];
   int rank = 0;
@@ -69,10 +72,11 @@ void build_tile_lists(const TileRange* ranges_mine, const TileRange* ranges_othe
   RINGPACK_CHECK_LAUNCH();
 }
 
-void order_tiles_by_count(const int32_t* counts, int slots, int32_t* order, cudaStream_t stream) {
+void order_tiles_by_count(const int32_t* counts, int slots, int32_t* order, int32_t* work_counter,
+                          cudaStream_t stream) {
   if (slots == 0) return;
   order_tiles_kernel<<<(slots + kOrderThreads - 1) / kOrderThreads, kOrderThreads, 0, stream>>>(
-      counts, slots, order);
+      counts, slots, order, work_counter);
   RINGPACK_CHECK_LAUNCH();
 }
 
@@ -95,13 +99,16 @@ TilePlan plan_tiles(const int32_t* segment_ids_mine, const int32_t* positions_mi
   char* scratch = nullptr;
   RINGPACK_CUDA_CHECK(cudaMallocAsync(
       reinterpret_cast<void**>(&scratch),
-      ranges_mine_bytes + ranges_others_bytes + lists_bytes + 2 * counts_bytes, stream));
+      ranges_mine_bytes + ranges_others_bytes + lists_bytes + 2 * counts_bytes + kAlignment,
+      stream));
   plan.scratch = scratch;
   plan.ranges_mine = reinterpret_cast<TileRange*>(scratch);
   plan.ranges_others = reinterpret_cast<TileRange*>(scratch + ranges_mine_bytes);
   plan.lists = reinterpret_cast<int32_t*>(scratch + ranges_mine_bytes + ranges_others_bytes);
   plan.counts = reinterpret_cast<int32_t*>(reinterpret_cast<char*>(plan.lists) + lists_bytes);
   plan.order = reinterpret_cast<int32_t*>(reinterpret_cast<char*>(plan.counts) + counts_bytes);
+  plan.work_counter =
+      reinterpret_cast<int32_t*>(reinterpret_cast<char*>(plan.order) + counts_bytes);
 
   compute_tile_ranges(segment_ids_mine, positions_mine, batch, seqlen_mine, tile_mine,
                       plan.ranges_mine, stream);
@@ -109,7 +116,7 @@ TilePlan plan_tiles(const int32_t* segment_ids_mine, const int32_t* positions_mi
                       plan.ranges_others, stream);
   build_tile_lists(plan.ranges_mine, plan.ranges_others, batch, plan.num_mine, plan.num_others,
                    lists_of_queries, mask, plan.lists, plan.counts, stream);
-  order_tiles_by_count(plan.counts, int(slots), plan.order, stream);
+  order_tiles_by_count(plan.counts, int(slots), plan.order, plan.work_counter, stream);
   return plan;
 }
 

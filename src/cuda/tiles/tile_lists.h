@@ -15,17 +15,18 @@ namespace ringpack::cuda {
 
 // One step's tile plan in one stream-ordered device allocation: tile ranges of both sides, then
 // per tile of "my" side the list of tiles of the other side that are not skipped, the list
-// lengths and the heaviest-first order of my tiles. Free with release(stream) once the kernels
-// that read it are enqueued.
+// lengths, the heaviest-first order of my tiles, and a work counter for persistent kernels. Free
+// with release(stream) once the kernels that read it are enqueued.
 struct TilePlan {
   int num_mine = 0;    // tiles per row on my side
   int num_others = 0;  // tiles per row on the other side
   TileRange* ranges_mine = nullptr;
   TileRange* ranges_others = nullptr;
-  int32_t* lists = nullptr;   // [batch * num_mine, num_others]
-  int32_t* counts = nullptr;  // [batch * num_mine]
-  int32_t* order = nullptr;   // [batch * num_mine]
-  void* scratch = nullptr;    // the one allocation all of the above live in
+  int32_t* lists = nullptr;         // [batch * num_mine, num_others]
+  int32_t* counts = nullptr;        // [batch * num_mine]
+  int32_t* order = nullptr;         // [batch * num_mine]
+  int32_t* work_counter = nullptr;  // 0 once the plan is built; persistent kernels count on it
+  void* scratch = nullptr;          // the one allocation all of the above live in
   void release(cudaStream_t stream);
 };
 
