@@ -224,6 +224,10 @@ const BadInputCase kBadInputs[] = {
     {"negative_head_splits",
      "run --seq-len 16 --cp 2 --backward-head-splits -1",
      {"--backward-head-splits", "-1"}},
+    {"unknown_forward_schedule",
+     "run --seq-len 16 --cp 2 --forward-schedule dynamic",
+     {"--forward-schedule", "dynamic", "grid or persistent"}},
+    {"negative_sm_margin", "run --seq-len 16 --cp 2 --sm-margin -2", {"--sm-margin", "-2"}},
 };
 
 INSTANTIATE_TEST_SUITE_P(Cli, CliBadInput, ::testing::ValuesIn(kBadInputs),
@@ -251,13 +255,15 @@ TEST_F(CliTest, RunAndBenchHelpShowTheKernelFlagsAndTheirDefaults) {
   for (const char* command : {"run", "bench"}) {
     const CliResult result = run(std::string(command) + " --help");
     EXPECT_EQ(result.status, kExitSuccess) << command;
-    for (const char* flag :
-         {"--forward-loop", "--backward-loop", "--backward-grad-add", "--backward-head-splits"}) {
-      const size_t at = result.out.find(flag);
+    for (const auto& [flag, default_value] :
+         {std::pair{"--forward-loop", "[auto]"}, std::pair{"--backward-loop", "[auto]"},
+          std::pair{"--backward-grad-add", "[auto]"}, std::pair{"--backward-head-splits", "[0]"},
+          std::pair{"--forward-schedule", "[grid]"}, std::pair{"--sm-margin", "[0]"}}) {
+      // The flag's own line (other flags' help may name it).
+      const size_t at = result.out.find("\n  " + std::string(flag) + " ");
       ASSERT_NE(at, std::string::npos) << command << " --help lacks " << flag << "\n" << result.out;
-      const std::string line = result.out.substr(at, result.out.find('\n', at) - at);
-      const bool splits = std::string(flag) == "--backward-head-splits";
-      EXPECT_NE(line.find(splits ? "[0]" : "[auto]"), std::string::npos) << line;
+      const std::string line = result.out.substr(at + 1, result.out.find('\n', at + 1) - at - 1);
+      EXPECT_NE(line.find(default_value), std::string::npos) << line;
     }
   }
 }
@@ -565,7 +571,8 @@ TEST_F(CliTest, RunOnTheCpuAcceptsTheKernelFlags) {
   const CliResult result =
       run("run --seq-len 32 --cp 2 --lengths fixed --doc-length 8 --head-dim 16 --dtype fp32 "
           "--threads 1 --quiet --forward-loop mma_sync --backward-loop wgmma "
-          "--backward-grad-add atomics --backward-head-splits 2");
+          "--backward-grad-add atomics --backward-head-splits 2 --forward-schedule persistent "
+          "--sm-margin 4");
   ASSERT_EQ(result.status, kExitSuccess) << result.err;
   EXPECT_EQ(result.out.substr(result.out.size() - std::string("\nPASS\n").size()), "\nPASS\n");
 }
