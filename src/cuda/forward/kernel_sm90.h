@@ -29,6 +29,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 
 #include "cuda/common/cuda_check.h"
 #include "cuda/common/mma_sync.h"
@@ -72,13 +73,32 @@ struct ForwardWgmmaSmem {
   uint64_t v_full[kStages];
   uint64_t v_empty[kStages];
   // Persistent schedule only.
-  uint64_t q_empty;       // every consumer thread is done with Q (the epilogue stages O there)
+  uint64_t q_empty;       // every consumer thread is done with Q (its MMAs, and the epilogue
+                          // where it stages O in Q's tile)
   uint64_t work_full[2];  // work[i] is written
   // The CTA's work items, a ring of two. The producer writes item n + 2 where item n was only
   // after q_empty has completed for item n (it waits for that before item n + 1's Q), so after
   // every consumer thread has read item n.
   ForwardWork work[2];
 };
+
+// The persistent schedule at head_dim 64 and 128, where shared memory has room for it: O staged
+// apart from Q (the epilogue's own rows per warp), so the next item's Q loads as soon as the
+// current item's MMAs are done, while the epilogue runs.
+template <class Traits>
+struct ForwardWgmmaSmemWithO : ForwardWgmmaSmem<Traits> {
+  alignas(16) typename Traits::Element o[Traits::kQElems];
+};
+
+template <class Traits, bool kPersistent>
+constexpr bool forward_stages_o_apart() {
+  return kPersistent && Traits::kHeadDim <= 128;
+}
+
+template <class Traits, bool kPersistent>
+using ForwardWgmmaSmemFor =
+    std::conditional_t<forward_stages_o_apart<Traits, kPersistent>(), ForwardWgmmaSmemWithO<Traits>,
+                       ForwardWgmmaSmem<Traits>>;
 
 template <class Traits, bool kMerge, bool kPersistent>
 __global__ void __launch_bounds__(Traits::kNumThreads, 1)
@@ -87,7 +107,8 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using Element = typename Traits::Element;
   using Ops = ElementOps<Element>;
-  using Smem = ForwardWgmmaSmem<Traits>;
+  using Smem = ForwardWgmmaSmemFor<Traits, kPersistent>;
+  constexpr bool kOApart = forward_stages_o_apart<Traits, kPersistent>();
   using Registers = ForwardWgmmaRegisters<Traits::kHeadDim, kPersistent>;
   constexpr int kHeadDim = Traits::kHeadDim;
   constexpr int kBlockM = Traits::kBlockM;
@@ -390,14 +411,24 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
       mbarrier_wait(&smem.q_full, n & 1);
       attend(acc_o, row_max, row_sum, keys, work.tile_list, work.tile_count, step);
       step += work.tile_count;
-      named_barrier_sync(NamedBarrier::kConsumers, Traits::kNumConsumerThreads);
-      forward_epilogue<Traits, kMerge>(
-          params, acc_o, row_max, row_sum, smem.q + warp_row0 * kHeadDim,
-          WarpRows{work.batch, work.head, work.q_begin + warp_row0, lane});
-      // The staging's accesses to Q's tile come before the next item's TMA writes there (the
-      // async proxy), which wait for every consumer thread's arrival.
-      fence_proxy_async_shared();
-      mbarrier_arrive(&smem.q_empty);
+      const WarpRows rows{work.batch, work.head, work.q_begin + warp_row0, lane};
+      if constexpr (kOApart) {
+        // This thread's MMAs are done (attend ends with a wgmma wait): the next item's Q may load
+        // during the epilogue. The warp's staging rows are its own; its lanes all left the
+        // previous item's epilogue before any writes them again.
+        mbarrier_arrive(&smem.q_empty);
+        __syncwarp();
+        forward_epilogue<Traits, kMerge>(params, acc_o, row_max, row_sum,
+                                         smem.o + warp_row0 * kHeadDim, rows);
+      } else {
+        named_barrier_sync(NamedBarrier::kConsumers, Traits::kNumConsumerThreads);
+        forward_epilogue<Traits, kMerge>(params, acc_o, row_max, row_sum,
+                                         smem.q + warp_row0 * kHeadDim, rows);
+        // The staging's accesses to Q's tile come before the next item's TMA writes there (the
+        // async proxy), which wait for every consumer thread's arrival.
+        fence_proxy_async_shared();
+        mbarrier_arrive(&smem.q_empty);
+      }
     }
   }
 #else
@@ -408,8 +439,8 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
 template <class Traits, bool kMerge>
 void launch_forward_wgmma(const ForwardParams& params, const ForwardTensorMaps& maps,
                           const ForwardLaunch& launch, cudaStream_t stream) {
-  auto run = [&](auto kernel) {
-    constexpr int kSmemBytes = int(sizeof(ForwardWgmmaSmem<Traits>));
+  auto run = [&](auto kernel, auto persistent) {
+    constexpr int kSmemBytes = int(sizeof(ForwardWgmmaSmemFor<Traits, persistent.value>));
     RINGPACK_CUDA_CHECK(
         cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
     if (launch.persistent) {
@@ -424,9 +455,9 @@ void launch_forward_wgmma(const ForwardParams& params, const ForwardTensorMaps& 
     RINGPACK_CHECK_LAUNCH();
   };
   if (launch.persistent) {
-    run(forward_wgmma_kernel<Traits, kMerge, true>);
+    run(forward_wgmma_kernel<Traits, kMerge, true>, std::true_type{});
   } else {
-    run(forward_wgmma_kernel<Traits, kMerge, false>);
+    run(forward_wgmma_kernel<Traits, kMerge, false>, std::false_type{});
   }
 }
 
