@@ -46,6 +46,7 @@ inline constexpr const char* kRunOnlyConfigKeys[] = {"backend",
                                                      "backward_grad_add",
                                                      "backward_head_splits",
                                                      "forward_schedule",
+                                                     "backward_schedule",
                                                      "sm_margin"};
 
 // Where and how a command writes its result.

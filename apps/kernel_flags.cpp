@@ -24,7 +24,8 @@ KernelFlags::KernelFlags() {
   backward_loop_ = main_loop_name(defaults.backward_loop);
   backward_grad_add_ = gradient_add_name(defaults.backward_grad_add);
   backward_head_splits_ = defaults.backward_head_splits;
-  forward_schedule_ = forward_schedule_name(defaults.forward_schedule);
+  forward_schedule_ = kernel_schedule_name(defaults.forward_schedule);
+  backward_schedule_ = kernel_schedule_name(defaults.backward_schedule);
   sm_margin_ = defaults.sm_margin;
 }
 
@@ -49,9 +50,13 @@ void KernelFlags::add_to(CLI::App& command, const std::string& group, ConfigKeys
   add("--forward-schedule", "forward_schedule", forward_schedule_,
       "CUDA Hopper forward: grid (one CTA per query head and query tile) or persistent (one CTA "
       "per SM, --sm-margin fewer, walking the tiles heaviest first)");
+  add("--backward-schedule", "backward_schedule", backward_schedule_,
+      "CUDA Hopper backward: grid (one CTA per key tile and kv head) or persistent (one CTA per "
+      "SM, --sm-margin fewer, walking the key tiles heaviest first)");
   add("--sm-margin", "sm_margin", sm_margin_,
-      "CUDA: SMs the persistent forward leaves free for NCCL transfers beside it (needs "
-      "--forward-schedule persistent); 0 = all SMs");
+      "CUDA: SMs the persistent kernels leave free for NCCL transfers beside them (needs "
+      "--forward-schedule persistent, and --backward-schedule persistent with the backward); "
+      "0 = all SMs");
 }
 
 void KernelFlags::apply(BackendOptions& options) const {
@@ -64,7 +69,9 @@ void KernelFlags::apply(BackendOptions& options) const {
                  "query head");
   options.backward_head_splits = backward_head_splits_;
   options.forward_schedule =
-      parse_flag("--forward-schedule", forward_schedule_, parse_forward_schedule);
+      parse_flag("--forward-schedule", forward_schedule_, parse_kernel_schedule);
+  options.backward_schedule =
+      parse_flag("--backward-schedule", backward_schedule_, parse_kernel_schedule);
   RINGPACK_CHECK(sm_margin_ >= 0, "--sm-margin ", sm_margin_,
                  " is negative: give the number of SMs to leave free, or 0");
   options.sm_margin = sm_margin_;
@@ -74,7 +81,8 @@ std::string KernelFlags::describe() const {
   return "--forward-loop " + forward_loop_ + " --backward-loop " + backward_loop_ +
          " --backward-grad-add " + backward_grad_add_ + " --backward-head-splits " +
          std::to_string(backward_head_splits_) + " --forward-schedule " + forward_schedule_ +
-         " --sm-margin " + std::to_string(sm_margin_);
+         " --backward-schedule " + backward_schedule_ + " --sm-margin " +
+         std::to_string(sm_margin_);
 }
 
 }  // namespace ringpack::cli

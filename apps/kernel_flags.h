@@ -31,6 +31,7 @@ class KernelFlags {
   std::string backward_grad_add_;
   int backward_head_splits_;
   std::string forward_schedule_;
+  std::string backward_schedule_;
   int sm_margin_;
 };
 

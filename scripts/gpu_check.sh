@@ -67,7 +67,7 @@ fi
 # mbarrier, a path racecheck does not follow, and the releases it accepts cost 5-18% on
 # packed-16k (docs/benchmarks.md, "Forward A/B"). Any other report is a finding.
 if [[ "$MODE" == all || "$MODE" == sanitize ]]; then
-  SMALL="CudaForward.HeadDimsOnALongDocument:CudaForward.PersistentCtasOnFewSmsMatchReference:CudaForward.UnequalQueryAndKeyLengthsMatchReference:CudaForward.TwoMergedStepsMatchReference:CudaBackendTest.DeviceGather*:CudaBackward.LongDocumentAcrossManyTiles"
+  SMALL="CudaForward.HeadDimsOnALongDocument:CudaForward.PersistentCtasOnFewSmsMatchReference:CudaForward.UnequalQueryAndKeyLengthsMatchReference:CudaForward.TwoMergedStepsMatchReference:CudaBackendTest.DeviceGather*:CudaBackward.LongDocumentAcrossManyTiles:CudaBackward.PersistentScheduleOnOneSmMatchesReference"
   for tool in memcheck racecheck; do
     compute-sanitizer --tool "$tool" --error-exitcode 9 \
       "$BUILD_DIR/ringpack_gpu_tests" --gtest_filter="$SMALL" >"$OUT/sanitize_$tool.log" 2>&1

@@ -130,14 +130,15 @@ enum class MainLoop {
 const char* main_loop_name(MainLoop loop);  // "auto", "wgmma", "mma_sync"
 MainLoop parse_main_loop(std::string_view name);
 
-// CUDA: how the Hopper forward's CTAs meet their work items (query head, query tile).
-enum class ForwardSchedule {
-  kGrid,        // one CTA per item, heaviest query tiles launched first
+// CUDA: how the Hopper kernels' CTAs meet their work items (forward: a query head and query
+// tile; backward: a key tile and kv head).
+enum class KernelSchedule {
+  kGrid,        // one CTA per item, the heaviest tiles launched first
   kPersistent,  // one CTA per SM (BackendOptions::sm_margin fewer), each walking items in that
-                // order; the next item's first K/V tile loads while the current item finishes
+                // order; the next item's loads start while the current item finishes
 };
-const char* forward_schedule_name(ForwardSchedule schedule);  // "grid", "persistent"
-ForwardSchedule parse_forward_schedule(std::string_view name);
+const char* kernel_schedule_name(KernelSchedule schedule);  // "grid", "persistent"
+KernelSchedule parse_kernel_schedule(std::string_view name);
 
 // CUDA: how the Hopper backward adds dQ, dK and dV into the fp32 accumulators.
 enum class GradientAdd {
@@ -167,10 +168,12 @@ struct BackendOptions {
   // the GQA group; a divisor of num_heads_q / num_heads_kv. 0 = one per query head (deterministic:
   // one per group, the only value it accepts besides 0).
   int backward_head_splits = 0;
-  // CUDA: the Hopper forward's schedule.
-  ForwardSchedule forward_schedule = ForwardSchedule::kGrid;
-  // CUDA: SMs that the persistent forward leaves free, so that NCCL transfers of context
-  // parallelism run beside it; 0 = every SM. Needs ForwardSchedule::kPersistent.
+  // CUDA: the Hopper forward's and backward's schedules.
+  KernelSchedule forward_schedule = KernelSchedule::kGrid;
+  KernelSchedule backward_schedule = KernelSchedule::kGrid;
+  // CUDA: SMs that the persistent kernels leave free, so that NCCL transfers of context
+  // parallelism run beside them; 0 = every SM. Needs KernelSchedule::kPersistent for every
+  // direction that runs.
   int sm_margin = 0;
 };
 

@@ -25,19 +25,19 @@ MainLoop parse_main_loop(std::string_view name) {
   RINGPACK_FAIL("unknown main loop '", excerpt(name), "': use auto, wgmma or mma_sync");
 }
 
-const char* forward_schedule_name(ForwardSchedule schedule) {
+const char* kernel_schedule_name(KernelSchedule schedule) {
   switch (schedule) {
-    case ForwardSchedule::kGrid:
+    case KernelSchedule::kGrid:
       return "grid";
-    case ForwardSchedule::kPersistent:
+    case KernelSchedule::kPersistent:
       return "persistent";
   }
   return "?";
 }
 
-ForwardSchedule parse_forward_schedule(std::string_view name) {
-  for (const ForwardSchedule schedule : {ForwardSchedule::kGrid, ForwardSchedule::kPersistent}) {
-    if (name == forward_schedule_name(schedule)) return schedule;
+KernelSchedule parse_kernel_schedule(std::string_view name) {
+  for (const KernelSchedule schedule : {KernelSchedule::kGrid, KernelSchedule::kPersistent}) {
+    if (name == kernel_schedule_name(schedule)) return schedule;
   }
   RINGPACK_FAIL("unknown forward schedule '", excerpt(name), "': use grid or persistent");
 }

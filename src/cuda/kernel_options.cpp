@@ -42,6 +42,7 @@ KernelOptions kernel_options(const BackendOptions& options) {
   kernel.backward_head_splits = options.backward_head_splits;
   kernel.deterministic = options.deterministic;
   kernel.forward_schedule = options.forward_schedule;
+  kernel.backward_schedule = options.backward_schedule;
   kernel.sm_margin = options.sm_margin;
   return kernel;
 }
@@ -54,7 +55,7 @@ void check_supported(DType dtype, int head_dim, bool backward, const KernelOptio
   RINGPACK_CHECK(options.backward_head_splits >= 0, "--backward-head-splits ",
                  options.backward_head_splits,
                  " is negative; give a divisor of --heads-q / --heads-kv, or 0 for the default");
-  const bool persistent = options.forward_schedule == ForwardSchedule::kPersistent;
+  const bool persistent = options.forward_schedule == KernelSchedule::kPersistent;
   if (persistent) {
     RINGPACK_CHECK(options.forward_loop != MainLoop::kMmaSync && forward_has_wgmma(head_dim) &&
                        compute_capability_major(device) == kHopperMajor,
@@ -69,6 +70,18 @@ void check_supported(DType dtype, int head_dim, bool backward, const KernelOptio
   RINGPACK_CHECK(options.sm_margin == 0 || persistent, "--sm-margin ", options.sm_margin,
                  " needs --forward-schedule persistent: the grid schedule's CTAs take every SM");
   if (!backward) return;
+
+  if (options.backward_schedule == KernelSchedule::kPersistent) {
+    RINGPACK_CHECK(options.backward_loop != MainLoop::kMmaSync &&
+                       backward_has_wgmma(head_dim, options.deterministic) &&
+                       compute_capability_major(device) == kHopperMajor,
+                   "--backward-schedule persistent needs the Hopper backward (compute capability "
+                   "9.x, not deterministic, --backward-loop auto or wgmma); use "
+                   "--backward-schedule grid");
+  } else {
+    RINGPACK_CHECK(options.sm_margin == 0, "--sm-margin ", options.sm_margin,
+                   " needs --backward-schedule persistent: the grid schedule's CTAs take every SM");
+  }
 
   check_backward_supported(dtype, head_dim);
   const bool hopper_kernel = backward_has_wgmma(head_dim, options.deterministic);

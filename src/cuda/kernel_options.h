@@ -18,8 +18,9 @@ struct KernelOptions {
   GradientAdd backward_grad_add = GradientAdd::kAuto;
   int backward_head_splits = 0;  // 0 = the launcher's choice (backward_head_splits)
   bool deterministic = false;    // bit-identical backward: mma.sync kernels, dQ without atomics
-  ForwardSchedule forward_schedule = ForwardSchedule::kGrid;  // the Hopper forward's
-  int sm_margin = 0;  // SMs the persistent forward leaves free
+  KernelSchedule forward_schedule = KernelSchedule::kGrid;   // the Hopper forward's
+  KernelSchedule backward_schedule = KernelSchedule::kGrid;  // the Hopper backward's
+  int sm_margin = 0;  // SMs the persistent kernels leave free
 };
 
 // The kernel fields of `options`.

@@ -147,15 +147,23 @@ TEST_F(CudaBackendTest, CheckSupportedRejectsKernelOptionsThatCannotHold) {
   options = BackendOptions{};
   options.sm_margin = 8;  // the grid schedule takes every SM
   rejects(options, 128, false, "--forward-schedule persistent");
-  options.forward_schedule = ForwardSchedule::kPersistent;
+  options.forward_schedule = KernelSchedule::kPersistent;
   options.sm_margin = sms;  // no SM left to the kernels
   rejects(options, 128, false, "--sm-margin " + std::to_string(sms));
   options.sm_margin = -1;
   rejects(options, 128, false, "--sm-margin -1");
   options.sm_margin = sms - 1;
-  EXPECT_NO_THROW(make_cuda_backend(options)->check_supported(DType::kBF16, 128, true));
+  EXPECT_NO_THROW(make_cuda_backend(options)->check_supported(DType::kBF16, 128, false));
   options.forward_loop = MainLoop::kMmaSync;  // only the Hopper forward is persistent
   rejects(options, 128, false, "--forward-schedule persistent");
+  options = BackendOptions{};
+  options.forward_schedule = KernelSchedule::kPersistent;
+  options.sm_margin = 8;  // the backward's grid schedule takes every SM
+  rejects(options, 128, true, "--backward-schedule persistent");
+  options.backward_schedule = KernelSchedule::kPersistent;
+  EXPECT_NO_THROW(make_cuda_backend(options)->check_supported(DType::kBF16, 128, true));
+  options.deterministic = true;  // the deterministic backward runs the mma.sync kernels
+  rejects(options, 128, true, "--backward-schedule persistent");
   // The backward's options do not concern a forward-only run.
   options = BackendOptions{};
   options.backward_loop = MainLoop::kWgmma;

@@ -45,8 +45,9 @@ std::string describe(const BackwardSetup& s) {
          (s.mask.causal ? " causal" : " non-causal") + " window " + std::to_string(s.mask.window) +
          " " + reorder_label(s.reorder) + " cp " + std::to_string(s.cp) + " backward_loop " +
          main_loop_name(s.kernels.backward_loop) + " grad_add " +
-         gradient_add_name(s.kernels.backward_grad_add) +
-         (s.kernels.deterministic ? " deterministic" : "");
+         gradient_add_name(s.kernels.backward_grad_add) + " schedule " +
+         kernel_schedule_name(s.kernels.backward_schedule) + " sm_margin " +
+         std::to_string(s.kernels.sm_margin) + (s.kernels.deterministic ? " deterministic" : "");
 }
 
 // Tokens [begin, begin + count) of every row of a [batch, seq_len, width] tensor of `elem`
@@ -467,6 +468,57 @@ TEST_F(CudaBackward, HeadSplitsMatchReference) {
       kernels.backward_loop = loop;
       kernels.backward_head_splits = splits;
       for (int head_dim : {64, 128, 256}) check_long_documents(head_dim, seed, kernels);
+    }
+  }
+}
+
+// The Hopper backward's persistent schedule (KernelOptions::backward_schedule) on one CTA
+// (sm_margin = SMs - 1): a single CTA walks every (key tile, kv head) item, empty ones among them
+// (the padded tails), so the work ring, the hand-over of K, V and the Q/dO stages between items
+// (after the epilogue has staged dK and dV there) and the Q/dO phases that run on across items
+// all turn over many times: every head dim, tile adds and atomics. Small enough for
+// compute-sanitizer (scripts/gpu_check.sh).
+void check_persistent_on_one_sm(int head_dim, GradientAdd add, int splits, uint64_t seed) {
+  int sms = 0;
+  ASSERT_EQ(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0), cudaSuccess);
+  BackwardSetup s;
+  s.head_dim = head_dim;
+  s.num_heads_q = 4;
+  s.num_heads_kv = 1;
+  s.kernels.backward_schedule = KernelSchedule::kPersistent;
+  s.kernels.sm_margin = sms - 1;
+  s.kernels.backward_grad_add = add;
+  s.kernels.backward_head_splits = splits;
+  check_backward(batch_from_lengths({{100}, {7, 300}}, 700), s, seed + head_dim,
+                 "short_documents_then_padding on one CTA, head splits " + std::to_string(splits));
+}
+
+TEST_F(CudaBackward, PersistentScheduleOnOneSmMatchesReference) {
+  const uint64_t seed = seed_from_test_name();
+  for (int head_dim : {64, 128, 256})
+    check_persistent_on_one_sm(head_dim, GradientAdd::kAuto, 0, seed);
+  for (int head_dim : {64, 128})
+    check_persistent_on_one_sm(head_dim, GradientAdd::kAtomics, 0, seed);
+}
+
+// The persistent schedule with two head splits on one CTA, then on a few CTAs and on every SM
+// over the adversarial layouts.
+TEST_F(CudaBackward, PersistentScheduleMatchesReference) {
+  const uint64_t seed = seed_from_test_name();
+  for (int head_dim : {64, 128, 256})
+    check_persistent_on_one_sm(head_dim, GradientAdd::kAuto, 2, seed);
+  int sms = 0;
+  ASSERT_EQ(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0), cudaSuccess);
+  for (int margin : {sms - 3, 0}) {
+    for (const NamedLayout& layout : adversarial_layouts(196, 2)) {
+      BackwardSetup s;
+      s.head_dim = 128;
+      s.cp = 2;
+      s.reorder = ReorderSpec{ReorderKind::kDualChunkSwap, 1};
+      s.kernels.backward_schedule = KernelSchedule::kPersistent;
+      s.kernels.sm_margin = margin;
+      check_backward(layout.batch, s, seed + margin,
+                     layout.name + " sm_margin " + std::to_string(margin));
     }
   }
 }

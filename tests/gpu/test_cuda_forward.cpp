@@ -281,14 +281,14 @@ TEST_F(CudaForward, PersistentCtasOnFewSmsMatchReference) {
   for (int head_dim : {64, 128, 256}) {
     ForwardCase c = self_case(padded.name + " on one CTA", padded.batch);
     c.head_dim = head_dim;
-    c.kernels.forward_schedule = ForwardSchedule::kPersistent;
+    c.kernels.forward_schedule = KernelSchedule::kPersistent;
     c.kernels.sm_margin = sms - 1;
     check_direct(c, seed + head_dim);
   }
   for (int margin : {sms - 1, sms - 3, 0}) {
     for (const NamedLayout& layout : adversarial_layouts(333, 3)) {
       ForwardCase c = self_case(layout.name + " sm_margin " + std::to_string(margin), layout.batch);
-      c.kernels.forward_schedule = ForwardSchedule::kPersistent;
+      c.kernels.forward_schedule = KernelSchedule::kPersistent;
       c.kernels.sm_margin = margin;
       check_direct(c, seed + margin);
     }

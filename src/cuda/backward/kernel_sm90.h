@@ -6,13 +6,17 @@
 //   dV_j += P dO_i;  dP = <dO_i, V_j>;  dS = P (dP - delta_i);
 //   dK_j += scale dS Q_i;  dQ_i += scale dS K_j.
 //
-// CTA = one key tile of kBlockN = 128 keys of one kv head (and one or all of its GQA query heads)
-// = 2 consumer warpgroups + 1 producer warpgroup (setmaxnreg moves the producer's registers to the
-// consumers). Warpgroup w owns keys [64 w, 64 w + 64); its dK and dV rows stay in registers for
-// the whole walk. The producer loads K and V once, then per listed query tile (tile_lists, built
-// by the launcher; skipped tiles never appear) Q, dO (TMA) and the tile's lse, delta and, for
-// partial tiles, the visible-key interval of each query, into two stages guarded by full/empty
-// mbarriers. Per query tile of kBlockM = 64, each consumer warpgroup:
+// Work item = one key tile of kBlockN = 128 keys of one kv head (and one or all of its GQA query
+// heads). Grid schedule: one CTA per item. Persistent schedule (KernelOptions::backward_schedule):
+// one CTA per SM (sm_margin fewer) walks items in the grid's order, claimed from a counter one
+// item ahead; the Q/dO stages run on across items, and the next item's K/V wait until the
+// consumers are done with the current one (docs/cuda_kernels.md).
+// CTA = 2 consumer warpgroups + 1 producer warpgroup (setmaxnreg moves the producer's registers
+// to the consumers). Warpgroup w owns keys [64 w, 64 w + 64); its dK and dV rows stay in
+// registers for the item's whole walk. The producer loads K and V once per item, then per listed
+// query tile (tile_lists, built by the launcher; skipped tiles never appear) Q, dO (TMA) and the
+// tile's lse, delta and, for partial tiles, the visible-key interval of each query, into two
+// stages guarded by full/empty mbarriers. Per query tile of kBlockM = 64, each consumer warpgroup:
 //   S^T = K_w Q^T and dP^T = V_w dO^T      (wgmma 64 x 64, K and V K-major, Q and dO K-major)
 //   P^T, dS^T in registers                  (exp2 with lse * log2 e; the mask on partial tiles)
 //   dV_w += P^T dO, dK_w += dS^T Q          (A from registers, dO and Q read MN-major)
@@ -38,6 +42,7 @@
 #include "cuda/backward/traits.h"
 #include "cuda/common/cuda_check.h"
 #include "cuda/common/mma_sync.h"
+#include "cuda/common/persistent.h"
 #include "cuda/common/tensor_map.h"
 #include "cuda/common/tma.h"
 #include "cuda/common/wgmma.h"
@@ -45,6 +50,20 @@
 #include "cuda/tiles/tile_lists.h"
 
 namespace ringpack::cuda {
+
+// One work item of the persistent schedule as the producer hands it to the consumers: key tile
+// [n0, n0 + kBlockN) of batch row `batch`, kv head h_kv and its query heads from head0, the
+// listed query tiles, and steps = tile_count x query heads ((query head, query tile) pairs);
+// steps < 0: no work is left.
+struct BackwardWork {
+  const int32_t* tile_list;
+  int batch;
+  int n0;
+  int h_kv;
+  int head0;
+  int tile_count;
+  int steps;
+};
 
 template <class Traits>
 struct BackwardWgmmaSmem {
@@ -68,6 +87,11 @@ struct BackwardWgmmaSmem {
   uint64_t kv_full;
   uint64_t q_full[kStages];
   uint64_t q_empty[kStages];
+  // Persistent schedule only.
+  uint64_t kv_empty;       // every consumer thread is done with the item's K, V and staging
+  uint64_t work_full[2];   // work[i] is written
+  uint64_t work_empty[2];  // every consumer thread has read work[i]
+  BackwardWork work[2];    // the CTA's next work items, a ring of two
 };
 
 // Offset (floats) of a consumer's fragment pair (row, 8 t + quad_col), row < 16, in
@@ -108,7 +132,7 @@ __device__ __forceinline__ void reduce_grad_boxes(const CUtensorMap* map, const 
                       batch);
 }
 
-template <class Traits, GradAdd kAdd>
+template <class Traits, GradAdd kAdd, bool kPersistent>
 __global__ void __launch_bounds__(Traits::kNumThreads, 1)
     backward_wgmma_kernel(const __grid_constant__ BackwardParams p,
                           const __grid_constant__ BackwardTensorMaps maps) {
@@ -147,18 +171,30 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
   // Heaviest key tiles first within each (kv head, head split); one head after the other keeps
   // the Q, dO and dq rows that concurrent CTAs touch in L2 (interleaving the heads, so that the
   // heaviest tiles of every head start first, measured about 20% slower on packed rows;
-  // docs/history.md).
-  const int slot = p.tile_order[blockIdx.x];
-  const int batch = slot / p.num_tiles_k;
-  const int n0 = (slot % p.num_tiles_k) * kBlockN;
-  const int h_kv = blockIdx.y / p.head_splits;
-  const int split = blockIdx.y % p.head_splits;
-  const int heads_per_cta = p.heads_per_kv / p.head_splits;
-  const int head0 = h_kv * p.heads_per_kv + split * heads_per_cta;
-  const int32_t* tile_list = p.tile_lists + int64_t(slot) * p.num_tiles_q;
-  const int tile_count = p.tile_counts[slot];
-  const int steps = tile_count * heads_per_cta;  // (query head, query tile) pairs
-  if (steps == 0) return;                        // no visible pair: this CTA adds nothing
+  // docs/history.md). The persistent schedule walks the same order: work item w is the grid's
+  // CTA (x, y) = (w % X, w / X), X = batch x key tiles.
+  // x, y unsigned as blockIdx's, so that the grid schedule's arithmetic stays what it was.
+  auto decode = [&](unsigned x, unsigned y) {
+    BackwardWork work;
+    const int slot = p.tile_order[x];
+    work.batch = slot / p.num_tiles_k;
+    work.n0 = (slot % p.num_tiles_k) * kBlockN;
+    work.h_kv = y / p.head_splits;
+    const int split = y % p.head_splits;
+    const int heads_per_cta = p.heads_per_kv / p.head_splits;
+    work.head0 = work.h_kv * p.heads_per_kv + split * heads_per_cta;
+    work.tile_list = p.tile_lists + int64_t(slot) * p.num_tiles_q;
+    work.tile_count = p.tile_counts[slot];
+    work.steps = work.tile_count * heads_per_cta;  // (query head, query tile) pairs
+    return work;
+  };
+  const int num_x = p.batch * p.num_tiles_k;
+  const int num_work = num_x * p.num_heads_kv * p.head_splits;
+  BackwardWork grid_work{};
+  if constexpr (!kPersistent) {
+    grid_work = decode(blockIdx.x, blockIdx.y);
+    if (grid_work.steps == 0) return;  // no visible pair: this CTA adds nothing
+  }
 
   const int warp = threadIdx.x / kWarpSize;
   const int lane = threadIdx.x % kWarpSize;
@@ -168,6 +204,13 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
       mbarrier_init(&smem.q_full[s], kWarpSize);  // every producer lane (row vectors)
       mbarrier_init(&smem.q_empty[s], Traits::kNumConsumerThreads);
     }
+    if constexpr (kPersistent) {
+      mbarrier_init(&smem.kv_empty, Traits::kNumConsumerThreads);
+      for (int i = 0; i < 2; ++i) {
+        mbarrier_init(&smem.work_full[i], 1);
+        mbarrier_init(&smem.work_empty[i], Traits::kNumConsumerThreads);
+      }
+    }
     mbarrier_init_fence();
   }
   __syncthreads();
@@ -176,8 +219,8 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
     // ---- producer warpgroup; its first warp loads ----
     set_max_registers_dec<Traits::kProducerRegisters>();
     if (warp != kConsumerWarps) return;
-    const int64_t k_row0 = int64_t(batch) * p.seqlen_k + n0;
-    if (lane == 0) {
+    // K and V of an item, once (k_row0: its first key in the [batch * seqlen_k] maps).
+    auto load_kv = [&](int64_t k_row0, int h_kv) {
       mbarrier_expect_bytes(&smem.kv_full, 2 * Traits::kKVElems * sizeof(Element));
       for (int b = 0; b < kColBlocks; ++b) {
         tma_load_3d(smem.k + b * kBlockN * kSwizzleCols, &maps.k, b * kSwizzleCols, h_kv,
@@ -186,14 +229,17 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
                     int(k_row0), &smem.kv_full);
       }
       mbarrier_arrive(&smem.kv_full);
-    }
-    for (int it = 0; it < steps; ++it) {
-      const int stage = it % kStages;
+    };
+    // The CTA's step-th (query head, query tile) pair, the item's it-th: Q and dO by TMA, the
+    // row vectors by the lanes.
+    auto load_step = [&](int step, int it, int batch, int head0, const int32_t* tile_list,
+                         int tile_count) {
+      const int stage = step % kStages;
       const int entry = tile_list[it % tile_count];
       const int head = head0 + it / tile_count;
       const int q0 = (entry >> 1) * kBlockM;
       const int64_t q_row0 = int64_t(batch) * p.seqlen_q + q0;
-      mbarrier_wait(&smem.q_empty[stage], ((it / kStages) & 1) ^ 1);
+      mbarrier_wait(&smem.q_empty[stage], ((step / kStages) & 1) ^ 1);
       if (lane == 0) {
         mbarrier_expect_bytes(&smem.q_full[stage], 2 * Traits::kQElems * sizeof(Element));
         for (int b = 0; b < kColBlocks; ++b) {
@@ -219,6 +265,47 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
         }
       }
       mbarrier_arrive(&smem.q_full[stage]);  // after this lane's row vectors are written
+    };
+
+    if constexpr (!kPersistent) {
+      const BackwardWork& work = grid_work;
+      const int64_t k_row0 = int64_t(work.batch) * p.seqlen_k + work.n0;
+      if (lane == 0) load_kv(k_row0, work.h_kv);
+      for (int it = 0; it < work.steps; ++it)
+        load_step(it, it, work.batch, work.head0, work.tile_list, work.tile_count);
+    } else {
+      int w = blockIdx.x;
+      int step = 0;    // (query head, query tile) pairs loaded by this CTA
+      int loaded = 0;  // items with steps whose K and V this CTA loaded
+      for (int n = 0;; ++n) {
+        // The item stays in shared memory, and the loop reads it there (24 registers a thread).
+        BackwardWork& work = smem.work[n % 2];
+        mbarrier_wait(&smem.work_empty[n % 2], ((n / 2) & 1) ^ 1);  // first use: passes at once
+        __syncwarp();  // every lane is done with the item this slot held before
+        if (lane == 0) {
+          if (w < num_work) {
+            work = decode(unsigned(w % num_x), unsigned(w / num_x));
+          } else {
+            work = BackwardWork{nullptr, 0, 0, 0, 0, 0, -1};
+          }
+          mbarrier_arrive(&smem.work_full[n % 2]);
+        }
+        __syncwarp();
+        if (work.steps < 0) break;
+        // The next item, claimed now: the counter's latency hides behind this item's loads.
+        int next = 0;
+        if (lane == 0) next = int(gridDim.x) + atomicAdd(p.work_counter, 1);
+        if (work.steps > 0) {
+          // K, V, Q and dO stages once the consumers are done with the previous item (its last
+          // dQ reads K; with tile adds its epilogue stages dK and dV in all of them).
+          mbarrier_wait(&smem.kv_empty, (loaded & 1) ^ 1);
+          if (lane == 0) load_kv(int64_t(work.batch) * p.seqlen_k + work.n0, work.h_kv);
+          for (int it = 0; it < work.steps; ++it, ++step)
+            load_step(step, it, work.batch, work.head0, work.tile_list, work.tile_count);
+          ++loaded;
+        }
+        w = __shfl_sync(0xffffffffu, next, 0);
+      }
     }
     return;
   }
@@ -233,21 +320,6 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
   const int key_row0 = (kDimSplit ? 0 : 64 * warpgroup) + 16 * warp_in_group;
   // This warpgroup's first dK/dV column.
   const int kv_col0 = kDimSplit ? warpgroup * Traits::kGroupCols : 0;
-
-  // Segment id and position of this thread's two keys (g, g + 8); keys past seqlen_k: padding.
-  int32_t key_segment[2];
-  int32_t key_position[2];
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    const int key = n0 + key_row0 + quad_row + 8 * r;
-    const bool in_range = key < p.seqlen_k;
-    const int64_t token = int64_t(batch) * p.seqlen_k + key;
-    key_segment[r] = in_range ? p.segment_ids_k[token] : 0;
-    key_position[r] = in_range ? p.positions_k[token] : 0;
-  }
-
-  float acc_dv[kHTiles][4] = {};
-  float acc_dk[kHTiles][4] = {};
 
   // K-major descriptors of this warpgroup's 64 keys of K and V (A of S^T and dP^T).
   const uint32_t kv_rows_offset = kDimSplit ? 0 : warpgroup * 64 * kSwizzleLineBytes;
@@ -264,226 +336,277 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
       advance_descriptor(smem_descriptor(smem.k, kBlockBytesKV, kSwizzleAtomBytes),
                          kDqByKeys ? dq_key_offset : (dq_col0 / kSwizzleCols) * kBlockBytesKV);
 
-  // dq rows of a query head, from this warpgroup's first dQ column.
-  const auto dq_row = [&](int query, int head) {
-    return p.dq + (int64_t(batch) * p.seqlen_q + query) * p.q_token_stride +
-           int64_t(head) * kHeadDim + dq_col0;
-  };
-  // Tiled dQ: each step stages its rows in smem.dq (right after its dQ MMAs); lane 0 issues their
-  // two tensor reductions during the next step's S^T and dP^T MMAs (or after the loop), off the
-  // critical path.
-  constexpr bool kTiles = kAdd == GradAdd::kTiles;
-  float* const dq_stage = &smem.dq[warp][0][0];
-  struct DqRows {
-    int query0;  // this warp's first staged query row
-    int head;
-  };
-  DqRows staged_rows{0, 0};
-  const auto add_staged_dq = [&] {
-    fence_proxy_async_shared();  // the staging stores, before the bulk engine reads them
-    __syncwarp();
-    if (lane != 0) return;
-    reduce_grad_boxes(&maps.dq, dq_stage, kDqBoxes, dq_col0, staged_rows.head, staged_rows.query0,
-                      batch);
-    bulk_commit_group();
-  };
+  // One item: its steps are the CTA's pairs `step`, `step` + 1, ... (the grid schedule: 0); its
+  // dK and dV are added at the end.
+  auto process = [&](const BackwardWork& work, int step, uint32_t kv_parity) {
+    const int batch = work.batch;
+    const int n0 = work.n0;
+    const int h_kv = work.h_kv;
+    const int head0 = work.head0;
+    const int32_t* tile_list = work.tile_list;
+    const int tile_count = work.tile_count;
+    const int steps = work.steps;
 
-  mbarrier_wait(&smem.kv_full, 0);
-  for (int it = 0; it < steps; ++it) {
-    const int stage = it % kStages;
-    const int entry = tile_list[it % tile_count];
-    const int head = head0 + it / tile_count;
-    const int q0 = (entry >> 1) * kBlockM;
-    mbarrier_wait(&smem.q_full[stage], (it / kStages) & 1);
-
-    // S^T = K_w Q^T and dP^T = V_w dO^T: 64 keys x 64 queries each, fp32.
-    float s[1][kSTiles][4];
-    float dp[kSTiles][4];
-    const uint64_t desc_q = smem_descriptor(smem.q[stage], kChunkBytes, kSwizzleAtomBytes);
-    const uint64_t desc_do = smem_descriptor(smem.dout[stage], kChunkBytes, kSwizzleAtomBytes);
-    wgmma_fence();
-#pragma unroll
-    for (int d = 0; d < kDSteps; ++d) {
-      const uint32_t in_block = (d % kStepsPerBlock) * kStepBytes;
-      const uint32_t offset_kv = (d / kStepsPerBlock) * kBlockBytesKV + in_block;
-      const uint32_t offset_q = (d / kStepsPerBlock) * kBlockBytesQ + in_block;
-      MmaS::template ss<0>(s[0], advance_descriptor(desc_k_rows, offset_kv),
-                           advance_descriptor(desc_q, offset_q), d > 0);
-      MmaS::template ss<0>(dp, advance_descriptor(desc_v_rows, offset_kv),
-                           advance_descriptor(desc_do, offset_q), d > 0);
-    }
-    wgmma_commit();
-    if constexpr (kTiles) {
-      if (it > 0) add_staged_dq();  // the previous step's dQ, while S^T and dP^T run
-    }
-    wgmma_wait<0>();
-    fence_accumulators(s[0]);
-    fence_accumulators(dp);
-
-    // P^T = 2^(s scale log2 e - lse log2 e) (0 where masked), dS^T = P^T (dP^T - delta); packed
-    // as A fragments (k16 step kk = query columns 16 kk .. 16 kk + 15).
-    const bool partial = (entry & 1) != 0;
-    uint32_t p_frag[kQSteps][4];
-    uint32_t ds_frag[kQSteps][4];
-#pragma unroll
-    for (int t = 0; t < kSTiles; ++t) {
-      const float4 terms = smem.row_terms[stage][(8 * t + quad_col) / 2];
-#pragma unroll
-      for (int j = 0; j < 2; ++j) {
-        const int col = 8 * t + quad_col + j;
-        const float lse_log2 = j == 0 ? terms.x : terms.y;
-        const float delta = j == 0 ? terms.z : terms.w;
-        VisibleKeys keys{};
-        if (partial) {
-          const int4 visible = smem.visible[stage][col];
-          keys = VisibleKeys{visible.x, visible.y, visible.z};
-        }
-#pragma unroll
-        for (int r = 0; r < 2; ++r) {
-          float prob = fast_exp2(fmaf(s[0][t][2 * r + j], p.scale_log2, -lse_log2));
-          if (partial && !keys.contains(key_segment[r], key_position[r])) prob = 0.0f;
-          s[0][t][2 * r + j] = prob;
-          dp[t][2 * r + j] = prob * (dp[t][2 * r + j] - delta);
-        }
-      }
-    }
-#pragma unroll
-    for (int kk = 0; kk < kQSteps; ++kk) {
-      p_frag[kk][0] = Ops::pack(s[0][2 * kk][0], s[0][2 * kk][1]);
-      p_frag[kk][1] = Ops::pack(s[0][2 * kk][2], s[0][2 * kk][3]);
-      p_frag[kk][2] = Ops::pack(s[0][2 * kk + 1][0], s[0][2 * kk + 1][1]);
-      p_frag[kk][3] = Ops::pack(s[0][2 * kk + 1][2], s[0][2 * kk + 1][3]);
-      ds_frag[kk][0] = Ops::pack(dp[2 * kk][0], dp[2 * kk][1]);
-      ds_frag[kk][1] = Ops::pack(dp[2 * kk][2], dp[2 * kk][3]);
-      ds_frag[kk][2] = Ops::pack(dp[2 * kk + 1][0], dp[2 * kk + 1][1]);
-      ds_frag[kk][3] = Ops::pack(dp[2 * kk + 1][2], dp[2 * kk + 1][3]);
-    }
-
-    // dV_w += P^T dO and dK_w += dS^T Q: B = dO, Q read MN-major (query rows are the k16 steps),
-    // from this warpgroup's first dK/dV column.
-    const uint32_t kv_col_offset = (kv_col0 / kSwizzleCols) * kBlockBytesQ;
-    const uint64_t desc_do_mn = advance_descriptor(
-        smem_descriptor(smem.dout[stage], kBlockBytesQ, kSwizzleAtomBytes), kv_col_offset);
-    const uint64_t desc_q_mn = advance_descriptor(
-        smem_descriptor(smem.q[stage], kBlockBytesQ, kSwizzleAtomBytes), kv_col_offset);
-    fence_accumulators(acc_dv);
-    fence_accumulators(acc_dk);
-    wgmma_fence();
-#pragma unroll
-    for (int kk = 0; kk < kQSteps; ++kk) {
-      MmaKV::template rs<1>(acc_dv, p_frag[kk], advance_descriptor(desc_do_mn, kk * kRowStepBytes),
-                            true);
-      MmaKV::template rs<1>(acc_dk, ds_frag[kk], advance_descriptor(desc_q_mn, kk * kRowStepBytes),
-                            true);
-    }
-    wgmma_commit();
-
-    // dS^T to shared memory (keys x queries, one 128-byte swizzled line per key), then both
-    // warpgroups' halves are in place for dQ (at head_dim 64 each reads only its own; at 256, where
-    // both hold the same dS^T, warpgroup w writes query chunks [kQSteps w, kQSteps w + kQSteps) /
-    // 2). Two buffers: the barrier of step it + 1 is only passed once both warpgroups have finished
-    // step it's dQ. stmatrix: ds_frag[kk][2 half + r] is the 8 x 8 matrix of keys + 8 r, query
-    // chunk 2 kk + half; lane i addresses row i % 8 of matrix i / 8.
-    Element* ds_tile = smem.ds[it & 1];
-    {
-      const int matrix = lane / 8;
-      const int key = key_row0 + lane % 8 + 8 * (matrix % 2);
-#pragma unroll
-      for (int kk = 0; kk < kQSteps; ++kk) {
-        if (kDimSplit && kk / (kQSteps / 2) != warpgroup) continue;
-        const int chunk = 2 * kk + matrix / 2;
-        stmatrix_x4(ds_frag[kk], ds_tile + key * kSwizzleCols + (chunk ^ (key % 8)) * kChunkElems);
-      }
-    }
-    fence_proxy_async_shared();
-    named_barrier_sync(NamedBarrier::kConsumers, Traits::kNumConsumerThreads);
-
-    // This warpgroup's dQ part = dS K: A = dS (queries x keys) read MN-major from dS^T, B = K
-    // (desc_k_cols) read MN-major; the keys are the k16 steps.
-    if constexpr (kDimSplit) {
-      // dK, dV (64 + 64 registers) and dQ (64) leave no room for the P^T and dS^T fragments that
-      // the dK/dV MMAs still read: wait for those first.
-      wgmma_wait<0>();
-    }
-    float dq[kQTilesHalf][4];
-    const uint64_t desc_ds = advance_descriptor(
-        smem_descriptor(ds_tile, kSwizzleAtomBytes, kSwizzleAtomBytes), dq_key_offset);
-    wgmma_fence();
-#pragma unroll
-    for (int kk = 0; kk < kDqKeySteps; ++kk)
-      MmaDq::template ss<1, 1>(dq, advance_descriptor(desc_ds, kk * kRowStepBytes),
-                               advance_descriptor(desc_k_cols, kk * kRowStepBytes), kk > 0);
-    wgmma_commit();
-    wgmma_wait<0>();
-    fence_accumulators(acc_dv);
-    fence_accumulators(acc_dk);
-    fence_accumulators(dq);
-    // Q, dO and the row vectors done. Every thread arrives: an arrival releases only its own
-    // reads of the row vectors, which the producer overwrites next (one arrival per warp after
-    // __syncwarp is flagged by racecheck).
-    mbarrier_arrive(&smem.q_empty[stage]);
-
-    // dq[query, head, dq_col0 ...) += scale dQ part: this warp's rows 16 (warp % 4) .. + 15.
-    if constexpr (kTiles) {
-      if (lane == 0) bulk_wait_group<0, true>();  // the previous step's rows have been read
-      __syncwarp();
-      stage_grad_rows(dq_stage, dq, p.scale, quad_row, quad_col);
-      staged_rows = DqRows{q0 + 16 * warp_in_group, head};  // added during the next S^T, dP^T
-    } else {
-#pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        const int query = q0 + 16 * warp_in_group + quad_row + 8 * r;
-        if (query >= p.seqlen_q) continue;
-#pragma unroll
-        for (int t = 0; t < kQTilesHalf; ++t)
-          atomicAdd(reinterpret_cast<float2*>(dq_row(query, head) + 8 * t + quad_col),
-                    make_float2(p.scale * dq[t][2 * r], p.scale * dq[t][2 * r + 1]));
-      }
-    }
-  }
-  if constexpr (kTiles) {
-    add_staged_dq();  // the last step's rows
-
-    // dK += scale dK_tile, dV += dV_tile: this warp's 16 keys staged in the K / V tiles and the
-    // Q / dO stages (free once both warpgroups are past their last MMAs), added by 4 + 4 tensor
-    // reductions of [16][32] boxes.
-    constexpr int kWarpStageFloats = kGradBoxRows * kHeadDim;  // 16 keys x head_dim
-    static_assert(offsetof(Smem, v) == offsetof(Smem, k) + sizeof(Smem::k) &&
-                  offsetof(Smem, dout) == offsetof(Smem, q) + sizeof(Smem::q) &&
-                  sizeof(Smem::k) + sizeof(Smem::v) >= kConsumerWarps * kWarpStageFloats * 4 &&
-                  sizeof(Smem::q) + sizeof(Smem::dout) >= kConsumerWarps * kWarpStageFloats * 4);
-    named_barrier_sync(NamedBarrier::kConsumers, Traits::kNumConsumerThreads);
-    float* const dk_stage = reinterpret_cast<float*>(smem.k) + warp * kWarpStageFloats;
-    float* const dv_stage = reinterpret_cast<float*>(&smem.q[0][0]) + warp * kWarpStageFloats;
-    stage_grad_rows(dk_stage, acc_dk, p.scale, quad_row, quad_col);
-    stage_grad_rows(dv_stage, acc_dv, 1.0f, quad_row, quad_col);
-    fence_proxy_async_shared();
-    __syncwarp();
-    if (lane == 0) {
-      constexpr int kBoxes = kHeadDim / kGradBoxCols;
-      reduce_grad_boxes(&maps.dk, dk_stage, kBoxes, 0, h_kv, n0 + key_row0, batch);
-      reduce_grad_boxes(&maps.dv, dv_stage, kBoxes, 0, h_kv, n0 + key_row0, batch);
-      bulk_commit_group();
-      bulk_wait_group<0, false>();  // shared memory stays until the adds are done
-    }
-  } else {
-    // dK += scale dK_tile, dV += dV_tile (fp32): atomics when several CTAs share the key tile.
+    // Segment id and position of this thread's two keys (g, g + 8); keys past seqlen_k: padding.
+    int32_t key_segment[2];
+    int32_t key_position[2];
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       const int key = n0 + key_row0 + quad_row + 8 * r;
-      if (key >= p.seqlen_k) continue;
-      const int64_t row_offset = (int64_t(batch) * p.seqlen_k + key) * p.kv_token_stride +
-                                 int64_t(h_kv) * kHeadDim + kv_col0 + quad_col;
+      const bool in_range = key < p.seqlen_k;
+      const int64_t token = int64_t(batch) * p.seqlen_k + key;
+      key_segment[r] = in_range ? p.segment_ids_k[token] : 0;
+      key_position[r] = in_range ? p.positions_k[token] : 0;
+    }
+
+    float acc_dv[kHTiles][4] = {};
+    float acc_dk[kHTiles][4] = {};
+
+    // dq rows of a query head, from this warpgroup's first dQ column.
+    const auto dq_row = [&](int query, int head) {
+      return p.dq + (int64_t(batch) * p.seqlen_q + query) * p.q_token_stride +
+             int64_t(head) * kHeadDim + dq_col0;
+    };
+    // Tiled dQ: each step stages its rows in smem.dq (right after its dQ MMAs); lane 0 issues their
+    // two tensor reductions during the next step's S^T and dP^T MMAs (or after the loop), off the
+    // critical path.
+    constexpr bool kTiles = kAdd == GradAdd::kTiles;
+    float* const dq_stage = &smem.dq[warp][0][0];
+    struct DqRows {
+      int query0;  // this warp's first staged query row
+      int head;
+    };
+    DqRows staged_rows{0, 0};
+    const auto add_staged_dq = [&] {
+      fence_proxy_async_shared();  // the staging stores, before the bulk engine reads them
+      __syncwarp();
+      if (lane != 0) return;
+      reduce_grad_boxes(&maps.dq, dq_stage, kDqBoxes, dq_col0, staged_rows.head, staged_rows.query0,
+                        batch);
+      bulk_commit_group();
+    };
+
+    mbarrier_wait(&smem.kv_full, kv_parity);
+    for (int it = 0; it < steps; ++it) {
+      const int stage = (step + it) % kStages;
+      const int entry = tile_list[it % tile_count];
+      const int head = head0 + it / tile_count;
+      const int q0 = (entry >> 1) * kBlockM;
+      mbarrier_wait(&smem.q_full[stage], ((step + it) / kStages) & 1);
+
+      // S^T = K_w Q^T and dP^T = V_w dO^T: 64 keys x 64 queries each, fp32.
+      float s[1][kSTiles][4];
+      float dp[kSTiles][4];
+      const uint64_t desc_q = smem_descriptor(smem.q[stage], kChunkBytes, kSwizzleAtomBytes);
+      const uint64_t desc_do = smem_descriptor(smem.dout[stage], kChunkBytes, kSwizzleAtomBytes);
+      wgmma_fence();
 #pragma unroll
-      for (int t = 0; t < kHTiles; ++t) {
-        float2* dk = reinterpret_cast<float2*>(p.dk + row_offset + 8 * t);
-        float2* dv = reinterpret_cast<float2*>(p.dv + row_offset + 8 * t);
-        const float2 dk_add = make_float2(__fmul_rn(p.scale, acc_dk[t][2 * r]),
-                                          __fmul_rn(p.scale, acc_dk[t][2 * r + 1]));
-        const float2 dv_add = make_float2(acc_dv[t][2 * r], acc_dv[t][2 * r + 1]);
-        bwd::add_pair(dk, dk_add, p.head_splits > 1);
-        bwd::add_pair(dv, dv_add, p.head_splits > 1);
+      for (int d = 0; d < kDSteps; ++d) {
+        const uint32_t in_block = (d % kStepsPerBlock) * kStepBytes;
+        const uint32_t offset_kv = (d / kStepsPerBlock) * kBlockBytesKV + in_block;
+        const uint32_t offset_q = (d / kStepsPerBlock) * kBlockBytesQ + in_block;
+        MmaS::template ss<0>(s[0], advance_descriptor(desc_k_rows, offset_kv),
+                             advance_descriptor(desc_q, offset_q), d > 0);
+        MmaS::template ss<0>(dp, advance_descriptor(desc_v_rows, offset_kv),
+                             advance_descriptor(desc_do, offset_q), d > 0);
       }
+      wgmma_commit();
+      if constexpr (kTiles) {
+        if (it > 0) add_staged_dq();  // the previous step's dQ, while S^T and dP^T run
+      }
+      wgmma_wait<0>();
+      fence_accumulators(s[0]);
+      fence_accumulators(dp);
+
+      // P^T = 2^(s scale log2 e - lse log2 e) (0 where masked), dS^T = P^T (dP^T - delta); packed
+      // as A fragments (k16 step kk = query columns 16 kk .. 16 kk + 15).
+      const bool partial = (entry & 1) != 0;
+      uint32_t p_frag[kQSteps][4];
+      uint32_t ds_frag[kQSteps][4];
+#pragma unroll
+      for (int t = 0; t < kSTiles; ++t) {
+        const float4 terms = smem.row_terms[stage][(8 * t + quad_col) / 2];
+#pragma unroll
+        for (int j = 0; j < 2; ++j) {
+          const int col = 8 * t + quad_col + j;
+          const float lse_log2 = j == 0 ? terms.x : terms.y;
+          const float delta = j == 0 ? terms.z : terms.w;
+          VisibleKeys keys{};
+          if (partial) {
+            const int4 visible = smem.visible[stage][col];
+            keys = VisibleKeys{visible.x, visible.y, visible.z};
+          }
+#pragma unroll
+          for (int r = 0; r < 2; ++r) {
+            float prob = fast_exp2(fmaf(s[0][t][2 * r + j], p.scale_log2, -lse_log2));
+            if (partial && !keys.contains(key_segment[r], key_position[r])) prob = 0.0f;
+            s[0][t][2 * r + j] = prob;
+            dp[t][2 * r + j] = prob * (dp[t][2 * r + j] - delta);
+          }
+        }
+      }
+#pragma unroll
+      for (int kk = 0; kk < kQSteps; ++kk) {
+        p_frag[kk][0] = Ops::pack(s[0][2 * kk][0], s[0][2 * kk][1]);
+        p_frag[kk][1] = Ops::pack(s[0][2 * kk][2], s[0][2 * kk][3]);
+        p_frag[kk][2] = Ops::pack(s[0][2 * kk + 1][0], s[0][2 * kk + 1][1]);
+        p_frag[kk][3] = Ops::pack(s[0][2 * kk + 1][2], s[0][2 * kk + 1][3]);
+        ds_frag[kk][0] = Ops::pack(dp[2 * kk][0], dp[2 * kk][1]);
+        ds_frag[kk][1] = Ops::pack(dp[2 * kk][2], dp[2 * kk][3]);
+        ds_frag[kk][2] = Ops::pack(dp[2 * kk + 1][0], dp[2 * kk + 1][1]);
+        ds_frag[kk][3] = Ops::pack(dp[2 * kk + 1][2], dp[2 * kk + 1][3]);
+      }
+
+      // dV_w += P^T dO and dK_w += dS^T Q: B = dO, Q read MN-major (query rows are the k16 steps),
+      // from this warpgroup's first dK/dV column.
+      const uint32_t kv_col_offset = (kv_col0 / kSwizzleCols) * kBlockBytesQ;
+      const uint64_t desc_do_mn = advance_descriptor(
+          smem_descriptor(smem.dout[stage], kBlockBytesQ, kSwizzleAtomBytes), kv_col_offset);
+      const uint64_t desc_q_mn = advance_descriptor(
+          smem_descriptor(smem.q[stage], kBlockBytesQ, kSwizzleAtomBytes), kv_col_offset);
+      fence_accumulators(acc_dv);
+      fence_accumulators(acc_dk);
+      wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < kQSteps; ++kk) {
+        MmaKV::template rs<1>(acc_dv, p_frag[kk],
+                              advance_descriptor(desc_do_mn, kk * kRowStepBytes), true);
+        MmaKV::template rs<1>(acc_dk, ds_frag[kk],
+                              advance_descriptor(desc_q_mn, kk * kRowStepBytes), true);
+      }
+      wgmma_commit();
+
+      // dS^T to shared memory (keys x queries, one 128-byte swizzled line per key), then both
+      // warpgroups' halves are in place for dQ (at head_dim 64 each reads only its own; at 256,
+      // where both hold the same dS^T, warpgroup w writes query chunks [kQSteps w, kQSteps w +
+      // kQSteps) / 2). Two buffers: the barrier of step it + 1 is only passed once both warpgroups
+      // have finished step it's dQ (and the persistent schedule's next item starts only after K/V
+      // are loaded again, once both have finished this one). stmatrix: ds_frag[kk][2 half + r] is
+      // the 8 x 8 matrix of keys + 8 r, query chunk 2 kk + half; lane i addresses row i % 8 of
+      // matrix i / 8.
+      Element* ds_tile = smem.ds[it & 1];
+      {
+        const int matrix = lane / 8;
+        const int key = key_row0 + lane % 8 + 8 * (matrix % 2);
+#pragma unroll
+        for (int kk = 0; kk < kQSteps; ++kk) {
+          if (kDimSplit && kk / (kQSteps / 2) != warpgroup) continue;
+          const int chunk = 2 * kk + matrix / 2;
+          stmatrix_x4(ds_frag[kk],
+                      ds_tile + key * kSwizzleCols + (chunk ^ (key % 8)) * kChunkElems);
+        }
+      }
+      fence_proxy_async_shared();
+      named_barrier_sync(NamedBarrier::kConsumers, Traits::kNumConsumerThreads);
+
+      // This warpgroup's dQ part = dS K: A = dS (queries x keys) read MN-major from dS^T, B = K
+      // (desc_k_cols) read MN-major; the keys are the k16 steps.
+      if constexpr (kDimSplit) {
+        // dK, dV (64 + 64 registers) and dQ (64) leave no room for the P^T and dS^T fragments that
+        // the dK/dV MMAs still read: wait for those first.
+        wgmma_wait<0>();
+      }
+      float dq[kQTilesHalf][4];
+      const uint64_t desc_ds = advance_descriptor(
+          smem_descriptor(ds_tile, kSwizzleAtomBytes, kSwizzleAtomBytes), dq_key_offset);
+      wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < kDqKeySteps; ++kk)
+        MmaDq::template ss<1, 1>(dq, advance_descriptor(desc_ds, kk * kRowStepBytes),
+                                 advance_descriptor(desc_k_cols, kk * kRowStepBytes), kk > 0);
+      wgmma_commit();
+      wgmma_wait<0>();
+      fence_accumulators(acc_dv);
+      fence_accumulators(acc_dk);
+      fence_accumulators(dq);
+      // Q, dO and the row vectors done. Every thread arrives: an arrival releases only its own
+      // reads of the row vectors, which the producer overwrites next (one arrival per warp after
+      // __syncwarp is flagged by racecheck).
+      mbarrier_arrive(&smem.q_empty[stage]);
+
+      // dq[query, head, dq_col0 ...) += scale dQ part: this warp's rows 16 (warp % 4) .. + 15.
+      if constexpr (kTiles) {
+        if (lane == 0) bulk_wait_group<0, true>();  // the previous step's rows have been read
+        __syncwarp();
+        stage_grad_rows(dq_stage, dq, p.scale, quad_row, quad_col);
+        staged_rows = DqRows{q0 + 16 * warp_in_group, head};  // added during the next S^T, dP^T
+      } else {
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+          const int query = q0 + 16 * warp_in_group + quad_row + 8 * r;
+          if (query >= p.seqlen_q) continue;
+#pragma unroll
+          for (int t = 0; t < kQTilesHalf; ++t)
+            atomicAdd(reinterpret_cast<float2*>(dq_row(query, head) + 8 * t + quad_col),
+                      make_float2(p.scale * dq[t][2 * r], p.scale * dq[t][2 * r + 1]));
+        }
+      }
+    }
+    if constexpr (kTiles) {
+      add_staged_dq();  // the last step's rows
+
+      // dK += scale dK_tile, dV += dV_tile: this warp's 16 keys staged in the K / V tiles and the
+      // Q / dO stages (free once both warpgroups are past their last MMAs), added by 4 + 4 tensor
+      // reductions of [16][32] boxes.
+      constexpr int kWarpStageFloats = kGradBoxRows * kHeadDim;  // 16 keys x head_dim
+      static_assert(offsetof(Smem, v) == offsetof(Smem, k) + sizeof(Smem::k) &&
+                    offsetof(Smem, dout) == offsetof(Smem, q) + sizeof(Smem::q) &&
+                    sizeof(Smem::k) + sizeof(Smem::v) >= kConsumerWarps * kWarpStageFloats * 4 &&
+                    sizeof(Smem::q) + sizeof(Smem::dout) >= kConsumerWarps * kWarpStageFloats * 4);
+      named_barrier_sync(NamedBarrier::kConsumers, Traits::kNumConsumerThreads);
+      float* const dk_stage = reinterpret_cast<float*>(smem.k) + warp * kWarpStageFloats;
+      float* const dv_stage = reinterpret_cast<float*>(&smem.q[0][0]) + warp * kWarpStageFloats;
+      stage_grad_rows(dk_stage, acc_dk, p.scale, quad_row, quad_col);
+      stage_grad_rows(dv_stage, acc_dv, 1.0f, quad_row, quad_col);
+      fence_proxy_async_shared();
+      __syncwarp();
+      if (lane == 0) {
+        constexpr int kBoxes = kHeadDim / kGradBoxCols;
+        reduce_grad_boxes(&maps.dk, dk_stage, kBoxes, 0, h_kv, n0 + key_row0, batch);
+        reduce_grad_boxes(&maps.dv, dv_stage, kBoxes, 0, h_kv, n0 + key_row0, batch);
+        bulk_commit_group();
+        bulk_wait_group<0, false>();  // shared memory stays until the adds are done
+      }
+    } else {
+      // dK += scale dK_tile, dV += dV_tile (fp32): atomics when several CTAs share the key tile.
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const int key = n0 + key_row0 + quad_row + 8 * r;
+        if (key >= p.seqlen_k) continue;
+        const int64_t row_offset = (int64_t(batch) * p.seqlen_k + key) * p.kv_token_stride +
+                                   int64_t(h_kv) * kHeadDim + kv_col0 + quad_col;
+#pragma unroll
+        for (int t = 0; t < kHTiles; ++t) {
+          float2* dk = reinterpret_cast<float2*>(p.dk + row_offset + 8 * t);
+          float2* dv = reinterpret_cast<float2*>(p.dv + row_offset + 8 * t);
+          const float2 dk_add = make_float2(__fmul_rn(p.scale, acc_dk[t][2 * r]),
+                                            __fmul_rn(p.scale, acc_dk[t][2 * r + 1]));
+          const float2 dv_add = make_float2(acc_dv[t][2 * r], acc_dv[t][2 * r + 1]);
+          bwd::add_pair(dk, dk_add, p.head_splits > 1);
+          bwd::add_pair(dv, dv_add, p.head_splits > 1);
+        }
+      }
+    }
+  };
+
+  if constexpr (!kPersistent) {
+    process(grid_work, 0, 0);
+  } else {
+    int step = 0;    // (query head, query tile) pairs consumed by this CTA before the item
+    int loaded = 0;  // items with steps before this one
+    for (int n = 0;; ++n) {
+      mbarrier_wait(&smem.work_full[n % 2], (n / 2) & 1);
+      const BackwardWork work = smem.work[n % 2];
+      mbarrier_arrive(&smem.work_empty[n % 2]);
+      if (work.steps < 0) break;
+      if (work.steps == 0) continue;  // no visible pair: nothing loaded, nothing to add
+      process(work, step, loaded & 1);
+      // The epilogue's staging (generic writes to K, V, Q and dO) comes before the next item's
+      // TMA writes there; with tile adds lane 0 has waited for the reductions to read them.
+      fence_proxy_async_shared();
+      mbarrier_arrive(&smem.kv_empty);
+      step += work.steps;
+      ++loaded;
     }
   }
 #else
@@ -493,8 +616,9 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
 
 template <class Element, int kHeadDim>
 void launch_backward_wgmma(BackwardParams params, const BackwardTensorMaps& maps,
-                           GradientAdd grad_add, cudaStream_t stream) {
+                           const KernelOptions& options, cudaStream_t stream) {
   using Traits = BackwardWgmmaTraits<Element, kHeadDim>;
+  const GradientAdd grad_add = options.backward_grad_add;
   RINGPACK_CHECK(Traits::kTileAdds || grad_add != GradientAdd::kTma,
                  "--backward-grad-add tma: the Hopper backward at head_dim ", kHeadDim,
                  " adds its gradients by atomics (no shared memory left to stage tiles); use "
@@ -509,6 +633,7 @@ void launch_backward_wgmma(BackwardParams params, const BackwardTensorMaps& maps
   params.tile_lists = plan.lists;
   params.tile_counts = plan.counts;
   params.tile_order = plan.order;
+  params.work_counter = plan.work_counter;
 
   BackwardTensorMaps all_maps = maps;
   const bool tile_map = Traits::kTileAdds &&
@@ -524,16 +649,27 @@ void launch_backward_wgmma(BackwardParams params, const BackwardTensorMaps& maps
   RINGPACK_CHECK(tile_map || grad_add != GradientAdd::kTma,
                  "--backward-grad-add tma: TMA cannot describe dq, dk or dv (16-byte aligned "
                  "bases, rows a multiple of 16 bytes apart); use --backward-grad-add auto");
-  auto kernel = backward_wgmma_kernel<Traits, GradAdd::kAtomics>;
+  const bool tiles = tile_map && grad_add != GradientAdd::kAtomics;
+  const bool persistent = options.backward_schedule == KernelSchedule::kPersistent;
+  auto kernel = persistent ? backward_wgmma_kernel<Traits, GradAdd::kAtomics, true>
+                           : backward_wgmma_kernel<Traits, GradAdd::kAtomics, false>;
   if constexpr (Traits::kTileAdds) {
-    if (tile_map && grad_add != GradientAdd::kAtomics)
-      kernel = backward_wgmma_kernel<Traits, GradAdd::kTiles>;
+    if (tiles)
+      kernel = persistent ? backward_wgmma_kernel<Traits, GradAdd::kTiles, true>
+                          : backward_wgmma_kernel<Traits, GradAdd::kTiles, false>;
   }
   constexpr int kSmemBytes = int(sizeof(BackwardWgmmaSmem<Traits>));
   RINGPACK_CUDA_CHECK(
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
-  const dim3 grid(params.batch * params.num_tiles_k, params.num_heads_kv * params.head_splits);
-  kernel<<<grid, Traits::kNumThreads, kSmemBytes, stream>>>(params, all_maps);
+  const int num_x = params.batch * params.num_tiles_k;
+  const int num_y = params.num_heads_kv * params.head_splits;
+  if (persistent) {
+    const int grid =
+        persistent_grid(kernel, Traits::kNumThreads, kSmemBytes, num_x * num_y, options.sm_margin);
+    kernel<<<grid, Traits::kNumThreads, kSmemBytes, stream>>>(params, all_maps);
+  } else {
+    kernel<<<dim3(num_x, num_y), Traits::kNumThreads, kSmemBytes, stream>>>(params, all_maps);
+  }
   RINGPACK_CHECK_LAUNCH();
   plan.release(stream);
 }

@@ -9,6 +9,7 @@
 #include <cuda_runtime.h>
 
 #include "cuda/backward/params.h"
+#include "cuda/kernel_options.h"
 #include "ringpack/attention.h"
 
 namespace ringpack::cuda {
@@ -83,14 +84,15 @@ constexpr bool backward_has_wgmma(int head_dim, bool deterministic) {
 }
 
 // params: every field of the step (make_backward_params, head_splits included: CTAs per (key
-// tile, kv head)); the tile fields are filled here. The gradients are added as `grad_add` says.
+// tile, kv head)); the tile fields are filled here. The gradients are added as
+// options.backward_grad_add says, by CTAs as options.backward_schedule and sm_margin say.
 template <class Element, int kHeadDim>
 void launch_backward_wgmma(BackwardParams params, const BackwardTensorMaps& maps,
-                           GradientAdd grad_add, cudaStream_t stream);
+                           const KernelOptions& options, cudaStream_t stream);
 
 #define RINGPACK_BACKWARD_WGMMA_INSTANCE(kind, head_dim, element) \
   kind template void launch_backward_wgmma<element, head_dim>(    \
-      BackwardParams, const BackwardTensorMaps&, GradientAdd, cudaStream_t)
+      BackwardParams, const BackwardTensorMaps&, const KernelOptions&, cudaStream_t)
 
 RINGPACK_BACKWARD_WGMMA_INSTANCE(extern, 64, __nv_bfloat16);
 RINGPACK_BACKWARD_WGMMA_INSTANCE(extern, 64, __half);

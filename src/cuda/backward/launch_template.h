@@ -46,7 +46,7 @@ bool try_backward_wgmma(const BackwardParams& params, const KernelOptions& optio
                      "bases needed); use --backward-loop auto");
       return false;
     }
-    launch_backward_wgmma<Element, kHeadDim>(params, maps, options.backward_grad_add, stream);
+    launch_backward_wgmma<Element, kHeadDim>(params, maps, options, stream);
     return true;
   }
 }
@@ -62,6 +62,10 @@ void run_backward_instance(BackwardParams params, const KernelOptions& options,
       "--backward-grad-add tma needs the Hopper backward, which does not serve this "
       "step (head_dim 64 or 128, not deterministic, compute capability 9.x, aligned tensors); "
       "use --backward-grad-add auto");
+  RINGPACK_CHECK(options.backward_schedule != KernelSchedule::kPersistent,
+                 "--backward-schedule persistent needs the Hopper backward, which does not serve "
+                 "this step (head_dim, not deterministic, compute capability 9.x, aligned "
+                 "tensors); use --backward-schedule grid");
   const bool deterministic = options.deterministic;
   const int batch = params.batch;
   params.num_tiles_q = num_tiles(params.seqlen_q, Traits::kBlockM);

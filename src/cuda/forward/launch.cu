@@ -116,7 +116,7 @@ void run_forward_impl(const AttentionStep& step, bool merge, void* out, float* l
   params.out_acc = out_acc;
   params.lse_acc = lse_acc;
 
-  const ForwardLaunch launch{options.forward_schedule == ForwardSchedule::kPersistent,
+  const ForwardLaunch launch{options.forward_schedule == KernelSchedule::kPersistent,
                              options.sm_margin};
   RINGPACK_CHECK(wgmma || !launch.persistent,
                  "--forward-schedule persistent needs the Hopper forward, which does not serve "
