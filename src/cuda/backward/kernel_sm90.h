@@ -46,6 +46,7 @@
 #include "cuda/common/tensor_map.h"
 #include "cuda/common/tma.h"
 #include "cuda/common/wgmma.h"
+#include "cuda/common/work_ring.h"
 #include "cuda/forward/softmax.h"
 #include "cuda/tiles/tile_lists.h"
 
@@ -88,10 +89,10 @@ struct BackwardWgmmaSmem {
   uint64_t q_full[kStages];
   uint64_t q_empty[kStages];
   // Persistent schedule only.
-  uint64_t kv_empty;       // every consumer thread is done with the item's K, V and staging
-  uint64_t work_full[2];   // work[i] is written
-  uint64_t work_empty[2];  // every consumer thread has read work[i]
-  BackwardWork work[2];    // the CTA's next work items, a ring of two
+  uint64_t kv_empty;  // every consumer thread is done with the item's K, V and staging
+  // The CTA's work items; items without visible pairs wait on nothing else, so the producer could
+  // overtake the consumers without the ring's empty barrier.
+  WorkRing<BackwardWork, true> work;
 };
 
 // Offset (floats) of a consumer's fragment pair (row, 8 t + quad_col), row < 16, in
@@ -206,10 +207,7 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
     }
     if constexpr (kPersistent) {
       mbarrier_init(&smem.kv_empty, Traits::kNumConsumerThreads);
-      for (int i = 0; i < 2; ++i) {
-        mbarrier_init(&smem.work_full[i], 1);
-        mbarrier_init(&smem.work_empty[i], Traits::kNumConsumerThreads);
-      }
+      smem.work.init(Traits::kNumConsumerThreads);
     }
     mbarrier_init_fence();
   }
@@ -279,22 +277,14 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
       int loaded = 0;  // items with steps whose K and V this CTA loaded
       for (int n = 0;; ++n) {
         // The item stays in shared memory, and the loop reads it there (24 registers a thread).
-        BackwardWork& work = smem.work[n % 2];
-        mbarrier_wait(&smem.work_empty[n % 2], ((n / 2) & 1) ^ 1);  // first use: passes at once
-        __syncwarp();  // every lane is done with the item this slot held before
-        if (lane == 0) {
-          if (w < num_work) {
-            work = decode(unsigned(w % num_x), unsigned(w / num_x));
-          } else {
-            work = BackwardWork{nullptr, 0, 0, 0, 0, 0, -1};
-          }
-          mbarrier_arrive(&smem.work_full[n % 2]);
-        }
-        __syncwarp();
+        const BackwardWork& work = smem.work.publish(n, lane, [&] {
+          return w < num_work ? decode(unsigned(w % num_x), unsigned(w / num_x))
+                              : BackwardWork{nullptr, 0, 0, 0, 0, 0, -1};
+        });
         if (work.steps < 0) break;
         // The next item, claimed now: the counter's latency hides behind this item's loads.
         int next = 0;
-        if (lane == 0) next = int(gridDim.x) + atomicAdd(p.work_counter, 1);
+        if (lane == 0) next = claim_next_work(p.work_counter);
         if (work.steps > 0) {
           // K, V, Q and dO stages once the consumers are done with the previous item (its last
           // dQ reads K; with tile adds its epilogue stages dK and dV in all of them).
@@ -595,9 +585,7 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
     int step = 0;    // (query head, query tile) pairs consumed by this CTA before the item
     int loaded = 0;  // items with steps before this one
     for (int n = 0;; ++n) {
-      mbarrier_wait(&smem.work_full[n % 2], (n / 2) & 1);
-      const BackwardWork work = smem.work[n % 2];
-      mbarrier_arrive(&smem.work_empty[n % 2]);
+      const BackwardWork work = smem.work.take(n);
       if (work.steps < 0) break;
       if (work.steps == 0) continue;  // no visible pair: nothing loaded, nothing to add
       process(work, step, loaded & 1);

@@ -36,6 +36,7 @@
 #include "cuda/common/persistent.h"
 #include "cuda/common/tma.h"
 #include "cuda/common/wgmma.h"
+#include "cuda/common/work_ring.h"
 #include "cuda/forward/epilogue.h"
 #include "cuda/forward/instances.h"
 #include "cuda/forward/params.h"
@@ -73,13 +74,12 @@ struct ForwardWgmmaSmem {
   uint64_t v_full[kStages];
   uint64_t v_empty[kStages];
   // Persistent schedule only.
-  uint64_t q_empty;       // every consumer thread is done with Q (its MMAs, and the epilogue
-                          // where it stages O in Q's tile)
-  uint64_t work_full[2];  // work[i] is written
-  // The CTA's work items, a ring of two. The producer writes item n + 2 where item n was only
+  uint64_t q_empty;  // every consumer thread is done with Q (its MMAs, and the epilogue
+                     // where it stages O in Q's tile)
+  // The CTA's work items. No empty barrier: the producer writes item n + 2 where item n was only
   // after q_empty has completed for item n (it waits for that before item n + 1's Q), so after
   // every consumer thread has read item n.
-  ForwardWork work[2];
+  WorkRing<ForwardWork, false> work;
 };
 
 // The persistent schedule at head_dim 64 and 128, where shared memory has room for it: O staged
@@ -166,7 +166,7 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
     }
     if constexpr (kPersistent) {
       mbarrier_init(&smem.q_empty, Traits::kNumConsumerThreads);
-      for (int i = 0; i < 2; ++i) mbarrier_init(&smem.work_full[i], 1);
+      smem.work.init(Traits::kNumConsumerThreads);
     }
     mbarrier_init_fence();
   }
@@ -227,17 +227,11 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
       for (int n = 0;; ++n) {
         // The item stays in shared memory, and the loop reads it there: the producer has few
         // registers (ForwardWgmmaRegisters).
-        ForwardWork& work = smem.work[n % 2];
-        __syncwarp();  // every lane is done with the item this slot held before
-        if (lane == 0) {
-          work = decode(w);
-          mbarrier_arrive(&smem.work_full[n % 2]);
-        }
-        __syncwarp();
+        const ForwardWork& work = smem.work.publish(n, lane, [&] { return decode(w); });
         if (work.head < 0) break;
         // The next item, claimed now: the counter's latency hides behind this item's loads.
         int next = 0;
-        if (lane == 0) next = int(gridDim.x) + atomicAdd(params.work_counter, 1);
+        if (lane == 0) next = claim_next_work(params.work_counter);
         // Q once the consumers are done with the previous item's: after this item's first K/V
         // tile, which may load while they still finish that item.
         auto hand_over_q = [&] {
@@ -400,8 +394,7 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
   } else {
     int step = 0;  // K/V tiles consumed by this CTA before the current item
     for (int n = 0;; ++n) {
-      mbarrier_wait(&smem.work_full[n % 2], (n / 2) & 1);
-      const ForwardWork work = smem.work[n % 2];
+      const ForwardWork work = smem.work.take(n);
       if (work.head < 0) break;
       VisibleKeys keys[kRows];
       find_visible_keys(keys, work.batch, work.q_begin);
