@@ -63,9 +63,11 @@ fi
 
 # ---- compute-sanitizer on small shapes ----
 # Known report: racecheck flags the Hopper forward's overwrite of a K stage's key ids
-# (CudaForward.HeadDimsOnALongDocument, CudaForward.PersistentCtasOnFewSmsMatchReference); the reads are ordered by __syncwarp and the stage's
+# (CudaForward.HeadDimsOnALongDocument); the reads are ordered by __syncwarp and the stage's
 # mbarrier, a path racecheck does not follow, and the releases it accepts cost 5-18% on
-# packed-16k (docs/benchmarks.md, "Forward A/B"). Any other report is a finding.
+# packed-16k (docs/benchmarks.md, "Forward A/B"). The persistent schedule releases its K stages
+# the same way, so CudaForward.PersistentCtasOnFewSmsMatchReference is expected to show the same
+# report (not yet run). Any other report is a finding.
 if [[ "$MODE" == all || "$MODE" == sanitize ]]; then
   SMALL="CudaForward.HeadDimsOnALongDocument:CudaForward.PersistentCtasOnFewSmsMatchReference:CudaForward.UnequalQueryAndKeyLengthsMatchReference:CudaForward.TwoMergedStepsMatchReference:CudaBackendTest.DeviceGather*:CudaBackward.LongDocumentAcrossManyTiles:CudaBackward.PersistentScheduleOnOneSmMatchesReference"
   for tool in memcheck racecheck; do

@@ -6,6 +6,7 @@
 #include "cuda/backward/api.h"
 #include "cuda/backward/launch_sm90.h"
 #include "cuda/common/cuda_check.h"
+#include "cuda/common/persistent.h"
 #include "cuda/forward/api.h"
 #include "cuda/forward/traits.h"
 #include "ringpack/error.h"
@@ -62,11 +63,7 @@ void check_supported(DType dtype, int head_dim, bool backward, const KernelOptio
                    "--forward-schedule persistent needs the Hopper forward (compute capability "
                    "9.x, --forward-loop auto or wgmma); use --forward-schedule grid");
   }
-  int sms = 0;
-  RINGPACK_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  RINGPACK_CHECK(options.sm_margin >= 0 && options.sm_margin < sms, "--sm-margin ",
-                 options.sm_margin, " must be at least 0 and leave at least one of device ", device,
-                 "'s ", sms, " SMs to the kernels");
+  sms_for_kernels(options.sm_margin, device);
   RINGPACK_CHECK(options.sm_margin == 0 || persistent, "--sm-margin ", options.sm_margin,
                  " needs --forward-schedule persistent: the grid schedule's CTAs take every SM");
   if (!backward) return;

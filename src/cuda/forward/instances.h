@@ -10,6 +10,7 @@
 
 #include "cuda/forward/params.h"
 #include "cuda/forward/traits.h"
+#include "cuda/kernel_options.h"
 
 namespace ringpack::cuda {
 
@@ -23,22 +24,17 @@ void launch_forward(const ForwardParams& params, cudaStream_t stream);
   kind template void launch_forward<ForwardTraitsFor<head_dim, element>, true>(  \
       const ForwardParams&, cudaStream_t)
 
-// How the Hopper kernel is launched: one CTA per work item (query head, query tile), or
-// persistent CTAs on all SMs but sm_margin (KernelOptions::forward_schedule).
-struct ForwardLaunch {
-  bool persistent = false;
-  int sm_margin = 0;
-};
-
+// CTAs as options.forward_schedule and sm_margin say: one per work item (query head, query tile),
+// or persistent ones on all SMs but sm_margin.
 template <class Traits, bool kMerge>
 void launch_forward_wgmma(const ForwardParams& params, const ForwardTensorMaps& maps,
-                          const ForwardLaunch& launch, cudaStream_t stream);
+                          const KernelOptions& options, cudaStream_t stream);
 
 #define RINGPACK_FORWARD_WGMMA_INSTANCE(kind, head_dim, element)                           \
   kind template void launch_forward_wgmma<ForwardWgmmaTraits<head_dim, element>, false>(   \
-      const ForwardParams&, const ForwardTensorMaps&, const ForwardLaunch&, cudaStream_t); \
+      const ForwardParams&, const ForwardTensorMaps&, const KernelOptions&, cudaStream_t); \
   kind template void launch_forward_wgmma<ForwardWgmmaTraits<head_dim, element>, true>(    \
-      const ForwardParams&, const ForwardTensorMaps&, const ForwardLaunch&, cudaStream_t)
+      const ForwardParams&, const ForwardTensorMaps&, const KernelOptions&, cudaStream_t)
 
 RINGPACK_FORWARD_INSTANCE(extern, 64, __nv_bfloat16);
 RINGPACK_FORWARD_INSTANCE(extern, 64, __half);

@@ -431,15 +431,16 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
 
 template <class Traits, bool kMerge>
 void launch_forward_wgmma(const ForwardParams& params, const ForwardTensorMaps& maps,
-                          const ForwardLaunch& launch, cudaStream_t stream) {
+                          const KernelOptions& options, cudaStream_t stream) {
+  const bool persistent = options.forward_schedule == KernelSchedule::kPersistent;
   auto run = [&](auto kernel, auto persistent) {
     constexpr int kSmemBytes = int(sizeof(ForwardWgmmaSmemFor<Traits, persistent.value>));
     RINGPACK_CUDA_CHECK(
         cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
-    if (launch.persistent) {
+    if (persistent) {
       const int num_work = params.num_heads_q * params.batch * params.num_tiles_q;
       const int grid =
-          persistent_grid(kernel, Traits::kNumThreads, kSmemBytes, num_work, launch.sm_margin);
+          persistent_grid(kernel, Traits::kNumThreads, kSmemBytes, num_work, options.sm_margin);
       kernel<<<grid, Traits::kNumThreads, kSmemBytes, stream>>>(params, maps);
     } else {
       const dim3 grid(params.num_heads_q, params.batch * params.num_tiles_q);
@@ -447,7 +448,7 @@ void launch_forward_wgmma(const ForwardParams& params, const ForwardTensorMaps& 
     }
     RINGPACK_CHECK_LAUNCH();
   };
-  if (launch.persistent) {
+  if (persistent) {
     run(forward_wgmma_kernel<Traits, kMerge, true>, std::true_type{});
   } else {
     run(forward_wgmma_kernel<Traits, kMerge, false>, std::false_type{});

@@ -23,23 +23,23 @@ constexpr int kMaxGridY = 65535;
 
 template <class Element, int kHeadDim>
 void dispatch_wgmma(const ForwardParams& params, const ForwardTensorMaps& maps, bool merge,
-                    const ForwardLaunch& launch, cudaStream_t stream) {
+                    const KernelOptions& options, cudaStream_t stream) {
   using Traits = ForwardWgmmaTraits<kHeadDim, Element>;
-  return merge ? launch_forward_wgmma<Traits, true>(params, maps, launch, stream)
-               : launch_forward_wgmma<Traits, false>(params, maps, launch, stream);
+  return merge ? launch_forward_wgmma<Traits, true>(params, maps, options, stream)
+               : launch_forward_wgmma<Traits, false>(params, maps, options, stream);
 }
 
 template <class Element>
 void dispatch(const ForwardParams& params, const ForwardTensorMaps* maps, int head_dim, bool merge,
-              const ForwardLaunch& launch, cudaStream_t stream) {
+              const KernelOptions& options, cudaStream_t stream) {
   if (maps != nullptr) {  // the wgmma kernel (choose_wgmma)
     switch (head_dim) {
       case 64:
-        return dispatch_wgmma<Element, 64>(params, *maps, merge, launch, stream);
+        return dispatch_wgmma<Element, 64>(params, *maps, merge, options, stream);
       case 128:
-        return dispatch_wgmma<Element, 128>(params, *maps, merge, launch, stream);
+        return dispatch_wgmma<Element, 128>(params, *maps, merge, options, stream);
       case 256:
-        return dispatch_wgmma<Element, 256>(params, *maps, merge, launch, stream);
+        return dispatch_wgmma<Element, 256>(params, *maps, merge, options, stream);
       default:
         RINGPACK_FAIL("head_dim ", head_dim, " has no wgmma forward kernel");
     }
@@ -116,16 +116,14 @@ void run_forward_impl(const AttentionStep& step, bool merge, void* out, float* l
   params.out_acc = out_acc;
   params.lse_acc = lse_acc;
 
-  const ForwardLaunch launch{options.forward_schedule == KernelSchedule::kPersistent,
-                             options.sm_margin};
-  RINGPACK_CHECK(wgmma || !launch.persistent,
+  RINGPACK_CHECK(wgmma || options.forward_schedule != KernelSchedule::kPersistent,
                  "--forward-schedule persistent needs the Hopper forward, which does not serve "
                  "this step (head_dim, device, or tensors TMA cannot describe); use "
                  "--forward-schedule grid");
   if (step.dtype == DType::kBF16) {
-    dispatch<__nv_bfloat16>(params, wgmma ? &maps : nullptr, dims.head_dim, merge, launch, stream);
+    dispatch<__nv_bfloat16>(params, wgmma ? &maps : nullptr, dims.head_dim, merge, options, stream);
   } else {
-    dispatch<__half>(params, wgmma ? &maps : nullptr, dims.head_dim, merge, launch, stream);
+    dispatch<__half>(params, wgmma ? &maps : nullptr, dims.head_dim, merge, options, stream);
   }
   plan.release(stream);
 }
