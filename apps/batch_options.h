@@ -47,6 +47,7 @@ inline constexpr const char* kRunOnlyConfigKeys[] = {"backend",
                                                      "backward_head_splits",
                                                      "forward_schedule",
                                                      "backward_schedule",
+                                                     "forward_overlap",
                                                      "sm_margin"};
 
 // Where and how a command writes its result.

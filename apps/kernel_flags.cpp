@@ -26,6 +26,7 @@ KernelFlags::KernelFlags() {
   backward_head_splits_ = defaults.backward_head_splits;
   forward_schedule_ = kernel_schedule_name(defaults.forward_schedule);
   backward_schedule_ = kernel_schedule_name(defaults.backward_schedule);
+  forward_overlap_ = mma_overlap_name(defaults.forward_overlap);
   sm_margin_ = defaults.sm_margin;
 }
 
@@ -53,6 +54,9 @@ void KernelFlags::add_to(CLI::App& command, const std::string& group, ConfigKeys
   add("--backward-schedule", "backward_schedule", backward_schedule_,
       "CUDA Hopper backward: grid (one CTA per key tile and kv head) or persistent (one CTA per "
       "SM, --sm-margin fewer, walking the key tiles heaviest first)");
+  add("--forward-overlap", "forward_overlap", forward_overlap_,
+      "CUDA Hopper forward: warpgroup (each consumer warpgroup overlaps its softmax with its own "
+      "MMAs) or pingpong (the two also take turns to issue their MMAs)");
   add("--sm-margin", "sm_margin", sm_margin_,
       "CUDA: SMs the persistent kernels leave free for NCCL transfers beside them (needs "
       "--forward-schedule persistent, and --backward-schedule persistent with the backward); "
@@ -72,6 +76,7 @@ void KernelFlags::apply(BackendOptions& options) const {
       parse_flag("--forward-schedule", forward_schedule_, parse_kernel_schedule);
   options.backward_schedule =
       parse_flag("--backward-schedule", backward_schedule_, parse_kernel_schedule);
+  options.forward_overlap = parse_flag("--forward-overlap", forward_overlap_, parse_mma_overlap);
   RINGPACK_CHECK(sm_margin_ >= 0, "--sm-margin ", sm_margin_,
                  " is negative: give the number of SMs to leave free, or 0");
   options.sm_margin = sm_margin_;
@@ -81,8 +86,8 @@ std::string KernelFlags::describe() const {
   return "--forward-loop " + forward_loop_ + " --backward-loop " + backward_loop_ +
          " --backward-grad-add " + backward_grad_add_ + " --backward-head-splits " +
          std::to_string(backward_head_splits_) + " --forward-schedule " + forward_schedule_ +
-         " --backward-schedule " + backward_schedule_ + " --sm-margin " +
-         std::to_string(sm_margin_);
+         " --backward-schedule " + backward_schedule_ + " --forward-overlap " + forward_overlap_ +
+         " --sm-margin " + std::to_string(sm_margin_);
 }
 
 }  // namespace ringpack::cli

@@ -1,6 +1,7 @@
 // The CUDA kernel choices of BackendOptions (include/ringpack/attention.h) as flags, shared by
-// `ringpack run` and `ringpack bench`: --forward-loop, --backward-loop, --backward-grad-add and
-// --backward-head-splits, with BackendOptions' defaults. The CPU backends ignore them.
+// `ringpack run` and `ringpack bench` (--forward-loop, --backward-loop, --backward-grad-add,
+// --backward-head-splits, --forward-schedule, --backward-schedule, --forward-overlap and
+// --sm-margin), with BackendOptions' defaults. The CPU backends ignore them.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -32,6 +33,7 @@ class KernelFlags {
   int backward_head_splits_;
   std::string forward_schedule_;
   std::string backward_schedule_;
+  std::string forward_overlap_;
   int sm_margin_;
 };
 

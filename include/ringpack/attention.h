@@ -140,6 +140,16 @@ enum class KernelSchedule {
 const char* kernel_schedule_name(KernelSchedule schedule);  // "grid", "persistent"
 KernelSchedule parse_kernel_schedule(std::string_view name);
 
+// CUDA: how the Hopper forward's two consumer warpgroups keep the tensor cores busy while they
+// compute the softmax.
+enum class MmaOverlap {
+  kWarpgroup,  // each warpgroup issues S_{j+1} with P_j V_j and runs S_{j+1}'s softmax meanwhile
+  kPingPong,   // also: the warpgroups take turns to issue their MMAs, so one's softmax runs
+               // while the other's MMAs occupy the tensor cores
+};
+const char* mma_overlap_name(MmaOverlap overlap);  // "warpgroup", "pingpong"
+MmaOverlap parse_mma_overlap(std::string_view name);
+
 // CUDA: how the Hopper backward adds dQ, dK and dV into the fp32 accumulators.
 enum class GradientAdd {
   kAuto,     // TMA tensor reductions where TMA can describe the accumulators, else atomics
@@ -171,6 +181,8 @@ struct BackendOptions {
   // CUDA: the Hopper forward's and backward's schedules.
   KernelSchedule forward_schedule = KernelSchedule::kGrid;
   KernelSchedule backward_schedule = KernelSchedule::kGrid;
+  // CUDA: the Hopper forward's overlap of the softmax with the MMAs.
+  MmaOverlap forward_overlap = MmaOverlap::kWarpgroup;
   // CUDA: SMs that the persistent kernels leave free, so that NCCL transfers of context
   // parallelism run beside them; 0 = every SM. Needs KernelSchedule::kPersistent for every
   // direction that runs.

@@ -39,7 +39,24 @@ KernelSchedule parse_kernel_schedule(std::string_view name) {
   for (const KernelSchedule schedule : {KernelSchedule::kGrid, KernelSchedule::kPersistent}) {
     if (name == kernel_schedule_name(schedule)) return schedule;
   }
-  RINGPACK_FAIL("unknown forward schedule '", excerpt(name), "': use grid or persistent");
+  RINGPACK_FAIL("unknown schedule '", excerpt(name), "': use grid or persistent");
+}
+
+const char* mma_overlap_name(MmaOverlap overlap) {
+  switch (overlap) {
+    case MmaOverlap::kWarpgroup:
+      return "warpgroup";
+    case MmaOverlap::kPingPong:
+      return "pingpong";
+  }
+  return "?";
+}
+
+MmaOverlap parse_mma_overlap(std::string_view name) {
+  for (const MmaOverlap overlap : {MmaOverlap::kWarpgroup, MmaOverlap::kPingPong}) {
+    if (name == mma_overlap_name(overlap)) return overlap;
+  }
+  RINGPACK_FAIL("unknown overlap '", excerpt(name), "': use warpgroup or pingpong");
 }
 
 const char* gradient_add_name(GradientAdd add) {

@@ -44,6 +44,7 @@ KernelOptions kernel_options(const BackendOptions& options) {
   kernel.deterministic = options.deterministic;
   kernel.forward_schedule = options.forward_schedule;
   kernel.backward_schedule = options.backward_schedule;
+  kernel.forward_overlap = options.forward_overlap;
   kernel.sm_margin = options.sm_margin;
   return kernel;
 }
@@ -56,13 +57,16 @@ void check_supported(DType dtype, int head_dim, bool backward, const KernelOptio
   RINGPACK_CHECK(options.backward_head_splits >= 0, "--backward-head-splits ",
                  options.backward_head_splits,
                  " is negative; give a divisor of --heads-q / --heads-kv, or 0 for the default");
+  const bool hopper_forward = options.forward_loop != MainLoop::kMmaSync &&
+                              forward_has_wgmma(head_dim) &&
+                              compute_capability_major(device) == kHopperMajor;
   const bool persistent = options.forward_schedule == KernelSchedule::kPersistent;
-  if (persistent) {
-    RINGPACK_CHECK(options.forward_loop != MainLoop::kMmaSync && forward_has_wgmma(head_dim) &&
-                       compute_capability_major(device) == kHopperMajor,
-                   "--forward-schedule persistent needs the Hopper forward (compute capability "
-                   "9.x, --forward-loop auto or wgmma); use --forward-schedule grid");
-  }
+  RINGPACK_CHECK(!persistent || hopper_forward,
+                 "--forward-schedule persistent needs the Hopper forward (compute capability "
+                 "9.x, --forward-loop auto or wgmma); use --forward-schedule grid");
+  RINGPACK_CHECK(options.forward_overlap != MmaOverlap::kPingPong || hopper_forward,
+                 "--forward-overlap pingpong needs the Hopper forward (compute capability 9.x, "
+                 "--forward-loop auto or wgmma); use --forward-overlap warpgroup");
   sms_for_kernels(options.sm_margin, device);
   RINGPACK_CHECK(options.sm_margin == 0 || persistent, "--sm-margin ", options.sm_margin,
                  " needs --forward-schedule persistent: the grid schedule's CTAs take every SM");

@@ -20,6 +20,7 @@ struct KernelOptions {
   bool deterministic = false;    // bit-identical backward: mma.sync kernels, dQ without atomics
   KernelSchedule forward_schedule = KernelSchedule::kGrid;   // the Hopper forward's
   KernelSchedule backward_schedule = KernelSchedule::kGrid;  // the Hopper backward's
+  MmaOverlap forward_overlap = MmaOverlap::kWarpgroup;       // the Hopper forward's
   int sm_margin = 0;  // SMs the persistent kernels leave free
 };
 

@@ -230,6 +230,9 @@ const BadInputCase kBadInputs[] = {
     {"unknown_backward_schedule",
      "run --seq-len 16 --cp 2 --backward-schedule eager",
      {"--backward-schedule", "eager", "grid or persistent"}},
+    {"unknown_forward_overlap",
+     "run --seq-len 16 --cp 2 --forward-overlap interleaved",
+     {"--forward-overlap", "interleaved", "warpgroup or pingpong"}},
     {"negative_sm_margin", "run --seq-len 16 --cp 2 --sm-margin -2", {"--sm-margin", "-2"}},
 };
 
@@ -262,7 +265,7 @@ TEST_F(CliTest, RunAndBenchHelpShowTheKernelFlagsAndTheirDefaults) {
          {std::pair{"--forward-loop", "[auto]"}, std::pair{"--backward-loop", "[auto]"},
           std::pair{"--backward-grad-add", "[auto]"}, std::pair{"--backward-head-splits", "[0]"},
           std::pair{"--forward-schedule", "[grid]"}, std::pair{"--backward-schedule", "[grid]"},
-          std::pair{"--sm-margin", "[0]"}}) {
+          std::pair{"--forward-overlap", "[warpgroup]"}, std::pair{"--sm-margin", "[0]"}}) {
       // The flag's own line (other flags' help may name it).
       const size_t at = result.out.find("\n  " + std::string(flag) + " ");
       ASSERT_NE(at, std::string::npos) << command << " --help lacks " << flag << "\n" << result.out;
@@ -576,7 +579,7 @@ TEST_F(CliTest, RunOnTheCpuAcceptsTheKernelFlags) {
       run("run --seq-len 32 --cp 2 --lengths fixed --doc-length 8 --head-dim 16 --dtype fp32 "
           "--threads 1 --quiet --forward-loop mma_sync --backward-loop wgmma "
           "--backward-grad-add atomics --backward-head-splits 2 --forward-schedule persistent "
-          "--backward-schedule persistent --sm-margin 4");
+          "--backward-schedule persistent --forward-overlap pingpong --sm-margin 4");
   ASSERT_EQ(result.status, kExitSuccess) << result.err;
   EXPECT_EQ(result.out.substr(result.out.size() - std::string("\nPASS\n").size()), "\nPASS\n");
 }

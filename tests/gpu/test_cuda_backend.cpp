@@ -164,6 +164,11 @@ TEST_F(CudaBackendTest, CheckSupportedRejectsKernelOptionsThatCannotHold) {
   EXPECT_NO_THROW(make_cuda_backend(options)->check_supported(DType::kBF16, 128, true));
   options.deterministic = true;  // the deterministic backward runs the mma.sync kernels
   rejects(options, 128, true, "--backward-schedule persistent");
+  options = BackendOptions{};
+  options.forward_overlap = MmaOverlap::kPingPong;
+  EXPECT_NO_THROW(make_cuda_backend(options)->check_supported(DType::kBF16, 64, false));
+  options.forward_loop = MainLoop::kMmaSync;  // only the Hopper forward takes turns
+  rejects(options, 64, false, "--forward-overlap pingpong");
   // The backward's options do not concern a forward-only run.
   options = BackendOptions{};
   options.backward_loop = MainLoop::kWgmma;

@@ -295,6 +295,34 @@ TEST_F(CudaForward, PersistentCtasOnFewSmsMatchReference) {
   }
 }
 
+// The Hopper forward's ping-pong (KernelOptions::forward_overlap: the two consumer warpgroups take
+// turns to issue their MMAs): every head dim under both schedules, the persistent one on a single
+// CTA so that the turns run on across many items, items without key tiles among them; head_dim
+// 128 on the adversarial layouts. Small enough for compute-sanitizer.
+TEST_F(CudaForward, PingPongMatchesReference) {
+  const uint64_t seed = seed_from_test_name();
+  int sms = 0;
+  ASSERT_EQ(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0), cudaSuccess);
+  const NamedLayout padded{"short_documents_then_padding",
+                           batch_from_lengths({{100}, {7, 300}}, 700)};
+  for (int head_dim : {64, 128, 256}) {
+    for (KernelSchedule schedule : {KernelSchedule::kGrid, KernelSchedule::kPersistent}) {
+      const bool persistent = schedule == KernelSchedule::kPersistent;
+      ForwardCase c = self_case(padded.name + (persistent ? " on one CTA" : ""), padded.batch);
+      c.head_dim = head_dim;
+      c.kernels.forward_overlap = MmaOverlap::kPingPong;
+      c.kernels.forward_schedule = schedule;
+      c.kernels.sm_margin = persistent ? sms - 1 : 0;
+      check_direct(c, seed + head_dim);
+    }
+  }
+  for (const NamedLayout& layout : adversarial_layouts(333, 3)) {
+    ForwardCase c = self_case(layout.name, layout.batch);
+    c.kernels.forward_overlap = MmaOverlap::kPingPong;
+    check_direct(c, seed);
+  }
+}
+
 // The portable mma.sync main loop, which sm_90 skips for every head dim in favour of wgmma:
 // forced through KernelOptions::forward_loop so both loops stay tested on a Hopper machine.
 TEST_F(CudaForward, MmaSyncLoopMatchesReference) {
@@ -344,49 +372,55 @@ TEST_F(CudaForward, MergeFromEmptyAccumulatorsEqualsDirect) {
 TEST_F(CudaForward, TwoMergedStepsMatchReference) {
   // Keys split into two blocks (one CP step each), merged into fp32 accumulators: the result
   // equals attention over all keys. The accumulators are poisoned-free by construction
-  // (0, -inf), and every query row must end finite or -inf.
+  // (0, -inf), and every query row must end finite or -inf. On Hopper, with each overlap of the
+  // forward (the merge epilogue follows the ping-pong's turns too).
   const uint64_t seed = seed_from_test_name();
-  const int seq_len = 390;
-  const int split = 137;
-  const PackedBatch layout = random_packed_batch(2, seq_len, seed);
-  ForwardCase whole = self_case("two_steps", layout);
-  whole.num_heads_q = 8;
-  whole.num_heads_kv = 2;
-  CaseInputs in;
-  prepare(whole, seed, in);
+  for (MmaOverlap overlap : {MmaOverlap::kWarpgroup, MmaOverlap::kPingPong}) {
+    if (overlap == MmaOverlap::kPingPong && !cuda::device_is_hopper()) continue;
+    SCOPED_TRACE(mma_overlap_name(overlap));
+    const int seq_len = 390;
+    const int split = 137;
+    const PackedBatch layout = random_packed_batch(2, seq_len, seed);
+    ForwardCase whole = self_case("two_steps", layout);
+    whole.num_heads_q = 8;
+    whole.num_heads_kv = 2;
+    whole.kernels.forward_overlap = overlap;
+    CaseInputs in;
+    prepare(whole, seed, in);
 
-  const size_t o_count = size_t(whole.batch) * seq_len * whole.num_heads_q * whole.head_dim;
-  const size_t l_count = size_t(whole.batch) * whole.num_heads_q * seq_len;
-  DeviceBuffer acc_out = to_device(std::vector<float>(o_count, 0.0f));
-  DeviceBuffer acc_lse = to_device(std::vector<float>(l_count, -INFINITY));
-  const size_t token_elems = size_t(whole.num_heads_kv) * whole.head_dim;
-  for (const auto& [begin, count] : {std::pair{0, split}, std::pair{split, seq_len - split}}) {
-    // Keys/values [begin, begin + count) of every row, as their own contiguous block.
-    std::vector<std::byte> k_block, v_block;
-    const size_t elem = dtype_size(whole.dtype);
-    for (int b = 0; b < whole.batch; ++b) {
-      const size_t from = (size_t(b) * seq_len + begin) * token_elems * elem;
-      const size_t bytes = size_t(count) * token_elems * elem;
-      k_block.insert(k_block.end(), in.k.bytes.begin() + from, in.k.bytes.begin() + from + bytes);
-      v_block.insert(v_block.end(), in.v.bytes.begin() + from, in.v.bytes.begin() + from + bytes);
+    const size_t o_count = size_t(whole.batch) * seq_len * whole.num_heads_q * whole.head_dim;
+    const size_t l_count = size_t(whole.batch) * whole.num_heads_q * seq_len;
+    DeviceBuffer acc_out = to_device(std::vector<float>(o_count, 0.0f));
+    DeviceBuffer acc_lse = to_device(std::vector<float>(l_count, -INFINITY));
+    const size_t token_elems = size_t(whole.num_heads_kv) * whole.head_dim;
+    for (const auto& [begin, count] : {std::pair{0, split}, std::pair{split, seq_len - split}}) {
+      // Keys/values [begin, begin + count) of every row, as their own contiguous block.
+      std::vector<std::byte> k_block, v_block;
+      const size_t elem = dtype_size(whole.dtype);
+      for (int b = 0; b < whole.batch; ++b) {
+        const size_t from = (size_t(b) * seq_len + begin) * token_elems * elem;
+        const size_t bytes = size_t(count) * token_elems * elem;
+        k_block.insert(k_block.end(), in.k.bytes.begin() + from, in.k.bytes.begin() + from + bytes);
+        v_block.insert(v_block.end(), in.v.bytes.begin() + from, in.v.bytes.begin() + from + bytes);
+      }
+      const std::vector<int32_t> seg = slice_rows(layout.segment_ids, 2, seq_len, begin, count);
+      const std::vector<int32_t> pos = slice_rows(layout.positions, 2, seq_len, begin, count);
+      DeviceBuffer d_k = to_device(k_block), d_v = to_device(v_block);
+      DeviceBuffer d_seg = to_device(seg), d_pos = to_device(pos);
+      AttentionStep step = in.step;
+      step.dims.seqlen_k = count;
+      step.k = d_k.data();
+      step.v = d_v.data();
+      step.segment_ids_k = d_seg.as<int32_t>();
+      step.positions_k = d_pos.as<int32_t>();
+      cuda::run_forward(step, {acc_out.as<float>(), acc_lse.as<float>()}, whole.kernels, nullptr);
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
     }
-    const std::vector<int32_t> seg = slice_rows(layout.segment_ids, 2, seq_len, begin, count);
-    const std::vector<int32_t> pos = slice_rows(layout.positions, 2, seq_len, begin, count);
-    DeviceBuffer d_k = to_device(k_block), d_v = to_device(v_block);
-    DeviceBuffer d_seg = to_device(seg), d_pos = to_device(pos);
-    AttentionStep step = in.step;
-    step.dims.seqlen_k = count;
-    step.k = d_k.data();
-    step.v = d_v.data();
-    step.segment_ids_k = d_seg.as<int32_t>();
-    step.positions_k = d_pos.as<int32_t>();
-    cuda::run_forward(step, {acc_out.as<float>(), acc_lse.as<float>()}, whole.kernels, nullptr);
-    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    // The accumulated O is fp32; round it to dtype as a CP run's final cast would.
+    std::vector<double> out;
+    for (float x : to_host<float>(acc_out, o_count)) out.push_back(round_to(whole.dtype, x));
+    expect_matches_reference(whole, in, out, as_double(to_host<float>(acc_lse, l_count)));
   }
-  // The accumulated O is fp32; round it to dtype as a CP run's final cast would.
-  std::vector<double> out;
-  for (float x : to_host<float>(acc_out, o_count)) out.push_back(round_to(whole.dtype, x));
-  expect_matches_reference(whole, in, out, as_double(to_host<float>(acc_lse, l_count)));
 }
 
 TEST_F(CudaForward, RejectsUnsupportedConfigurationsWithTheFix) {

@@ -105,11 +105,20 @@ __device__ __forceinline__ void bulk_wait_group() {
 // never share one by accident (0 is __syncthreads', 16 ids in all).
 enum class NamedBarrier : int {
   kConsumers = 1,  // the consumer warpgroups only (the producer warp runs on)
+  // The forward's ping-pong: consumer warpgroup w waits on kTurn0 + w for its turn to issue
+  // MMAs, and the other warpgroup's arrival gives it (forward/kernel_sm90.h).
+  kTurn0 = 2,
+  kTurn1 = 3,
 };
 
 // Synchronises `threads` threads (whole warps) on named barrier `id`.
 __device__ __forceinline__ void named_barrier_sync(NamedBarrier id, int threads) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(static_cast<int>(id)), "r"(threads) : "memory");
+}
+
+// Arrives on named barrier `id` of `threads` threads without waiting for the others.
+__device__ __forceinline__ void named_barrier_arrive(NamedBarrier id, int threads) {
+  asm volatile("bar.arrive %0, %1;\n" ::"r"(static_cast<int>(id)), "r"(threads) : "memory");
 }
 
 }  // namespace ringpack::cuda

@@ -23,6 +23,8 @@
 //   - Software pipeline inside each warpgroup: S_{j+1} is issued together with P_j V_j, and its
 //     softmax runs on the CUDA cores while P_j V_j occupies the tensor cores; O is rescaled once
 //     P_j V_j has landed.
+//   - Ping-pong (KernelOptions::forward_overlap): the two warpgroups also take turns to issue
+//     their MMAs, so one's softmax runs while the other's MMAs occupy the tensor cores.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -100,7 +102,7 @@ using ForwardWgmmaSmemFor =
     std::conditional_t<forward_stages_o_apart<Traits, kPersistent>(), ForwardWgmmaSmemWithO<Traits>,
                        ForwardWgmmaSmem<Traits>>;
 
-template <class Traits, bool kMerge, bool kPersistent>
+template <class Traits, bool kMerge, bool kPersistent, bool kPingPong>
 __global__ void __launch_bounds__(Traits::kNumThreads, 1)
     forward_wgmma_kernel(const __grid_constant__ ForwardParams params,
                          const __grid_constant__ ForwardTensorMaps maps) {
@@ -261,6 +263,24 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
   const int quad_col = (lane % 4) * 2;
   const int warp_row0 = warp * Traits::kRowsPerWarp;  // = 64 warpgroup + 16 (warp % 4)
 
+  // Ping-pong: a warpgroup issues its MMAs of a tile (S_0; S_{j+1} with P_j V_j; the last P V) in
+  // its turn only, and passes the turn to the other warpgroup as soon as they are issued. Turn
+  // barrier w holds warpgroup w's wait and the other's arrival. Warpgroup 0 gives itself the
+  // first turn here and takes the turn that warpgroup 1 passes last at the end, so both barriers
+  // end balanced. Both warpgroups walk the same tiles, so their turns alternate to the end.
+  const auto turn_barrier = [](int w) { return NamedBarrier(int(NamedBarrier::kTurn0) + w); };
+  auto begin_turn = [&] {
+    if constexpr (kPingPong)
+      named_barrier_sync(turn_barrier(warpgroup), Traits::kNumConsumerThreads);
+  };
+  auto end_turn = [&] {
+    if constexpr (kPingPong)
+      named_barrier_arrive(turn_barrier(1 - warpgroup), Traits::kNumConsumerThreads);
+  };
+  if constexpr (kPingPong) {
+    if (warpgroup == 0) named_barrier_arrive(NamedBarrier::kTurn0, Traits::kNumConsumerThreads);
+  }
+
   // The visible-key interval of this thread's two query rows (rows past seqlen_q: padding).
   auto find_visible_keys = [&](VisibleKeys(&keys)[kRows], int item_batch, int item_q_begin) {
 #pragma unroll
@@ -341,9 +361,11 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
       if constexpr (!kPersistent) mbarrier_wait(&smem.q_full, 0);
       const int first = stage_of(0);
       mbarrier_wait(&smem.k_full[first], parity_of(0));
+      begin_turn();
       wgmma_fence();
       issue_scores(s, first);
       wgmma_commit();
+      end_turn();
       wgmma_wait<0>();
       fence_accumulators(s[0]);
       mask_scores(s, item_list[0], first);
@@ -357,10 +379,12 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
         const int next = stage_of(it + 1);
         fence_accumulators(acc_o[0]);
         mbarrier_wait(&smem.k_full[next], parity_of(it + 1));
+        begin_turn();
         wgmma_fence();
         issue_scores(s, next);
         wgmma_commit();
         issue_output(p, it);
+        end_turn();
         wgmma_wait<1>();  // S_{it+1} landed; P_it V_it may still run
         fence_accumulators(s[0]);
         mask_scores(s, item_list[it + 1], next);
@@ -372,7 +396,9 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
         rescale_output(acc_o, correction);
         pack_probs(p, s);
       }
+      begin_turn();
       issue_output(p, item_count - 1);
+      end_turn();
       wgmma_wait<0>();
       fence_accumulators(acc_o[0]);
       release(&smem.v_empty[stage_of(item_count - 1)]);
@@ -424,6 +450,9 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
       }
     }
   }
+  if constexpr (kPingPong) {
+    if (warpgroup == 0) named_barrier_sync(NamedBarrier::kTurn0, Traits::kNumConsumerThreads);
+  }
 #else
   __trap();  // built without sm_90a code: the launcher never selects this kernel
 #endif
@@ -433,6 +462,7 @@ template <class Traits, bool kMerge>
 void launch_forward_wgmma(const ForwardParams& params, const ForwardTensorMaps& maps,
                           const KernelOptions& options, cudaStream_t stream) {
   const bool persistent = options.forward_schedule == KernelSchedule::kPersistent;
+  const bool pingpong = options.forward_overlap == MmaOverlap::kPingPong;
   auto run = [&](auto kernel, auto persistent) {
     constexpr int kSmemBytes = int(sizeof(ForwardWgmmaSmemFor<Traits, persistent.value>));
     RINGPACK_CUDA_CHECK(
@@ -448,10 +478,17 @@ void launch_forward_wgmma(const ForwardParams& params, const ForwardTensorMaps& 
     }
     RINGPACK_CHECK_LAUNCH();
   };
+  auto run_overlap = [&](auto persistent) {
+    if (pingpong) {
+      run(forward_wgmma_kernel<Traits, kMerge, persistent.value, true>, persistent);
+    } else {
+      run(forward_wgmma_kernel<Traits, kMerge, persistent.value, false>, persistent);
+    }
+  };
   if (persistent) {
-    run(forward_wgmma_kernel<Traits, kMerge, true>, std::true_type{});
+    run_overlap(std::true_type{});
   } else {
-    run(forward_wgmma_kernel<Traits, kMerge, false>, std::false_type{});
+    run_overlap(std::false_type{});
   }
 }
 

@@ -120,6 +120,10 @@ void run_forward_impl(const AttentionStep& step, bool merge, void* out, float* l
                  "--forward-schedule persistent needs the Hopper forward, which does not serve "
                  "this step (head_dim, device, or tensors TMA cannot describe); use "
                  "--forward-schedule grid");
+  RINGPACK_CHECK(wgmma || options.forward_overlap != MmaOverlap::kPingPong,
+                 "--forward-overlap pingpong needs the Hopper forward, which does not serve this "
+                 "step (head_dim, device, or tensors TMA cannot describe); use --forward-overlap "
+                 "warpgroup");
   if (step.dtype == DType::kBF16) {
     dispatch<__nv_bfloat16>(params, wgmma ? &maps : nullptr, dims.head_dim, merge, options, stream);
   } else {
