@@ -150,6 +150,16 @@ enum class MmaOverlap {
 const char* mma_overlap_name(MmaOverlap overlap);  // "warpgroup", "pingpong"
 MmaOverlap parse_mma_overlap(std::string_view name);
 
+// CUDA: how the Hopper backward's two consumer warpgroups share the dQ of a query tile.
+enum class DqSplit {
+  kAuto,   // by column halves at head_dim 128 and 256; at 64 by keys (each warpgroup adds the
+           // part of its own 64 keys)
+  kTurns,  // head_dim 64: one warpgroup per query tile, over all 128 keys, the two taking turns
+           // (half the dQ additions)
+};
+const char* dq_split_name(DqSplit split);  // "auto", "turns"
+DqSplit parse_dq_split(std::string_view name);
+
 // CUDA: how the Hopper backward adds dQ, dK and dV into the fp32 accumulators.
 enum class GradientAdd {
   kAuto,     // TMA tensor reductions where TMA can describe the accumulators, else atomics
@@ -183,6 +193,8 @@ struct BackendOptions {
   KernelSchedule backward_schedule = KernelSchedule::kGrid;
   // CUDA: the Hopper forward's overlap of the softmax with the MMAs.
   MmaOverlap forward_overlap = MmaOverlap::kWarpgroup;
+  // CUDA: the Hopper backward's split of dQ between its warpgroups.
+  DqSplit backward_dq_split = DqSplit::kAuto;
   // CUDA: SMs that the persistent kernels leave free, so that NCCL transfers of context
   // parallelism run beside them; 0 = every SM. Needs KernelSchedule::kPersistent for every
   // direction that runs.

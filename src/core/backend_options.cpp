@@ -59,6 +59,23 @@ MmaOverlap parse_mma_overlap(std::string_view name) {
   RINGPACK_FAIL("unknown overlap '", excerpt(name), "': use warpgroup or pingpong");
 }
 
+const char* dq_split_name(DqSplit split) {
+  switch (split) {
+    case DqSplit::kAuto:
+      return "auto";
+    case DqSplit::kTurns:
+      return "turns";
+  }
+  return "?";
+}
+
+DqSplit parse_dq_split(std::string_view name) {
+  for (const DqSplit split : {DqSplit::kAuto, DqSplit::kTurns}) {
+    if (name == dq_split_name(split)) return split;
+  }
+  RINGPACK_FAIL("unknown dQ split '", excerpt(name), "': use auto or turns");
+}
+
 const char* gradient_add_name(GradientAdd add) {
   switch (add) {
     case GradientAdd::kAuto:

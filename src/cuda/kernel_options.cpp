@@ -45,6 +45,7 @@ KernelOptions kernel_options(const BackendOptions& options) {
   kernel.forward_schedule = options.forward_schedule;
   kernel.backward_schedule = options.backward_schedule;
   kernel.forward_overlap = options.forward_overlap;
+  kernel.backward_dq_split = options.backward_dq_split;
   kernel.sm_margin = options.sm_margin;
   return kernel;
 }
@@ -72,6 +73,14 @@ void check_supported(DType dtype, int head_dim, bool backward, const KernelOptio
                  " needs --forward-schedule persistent: the grid schedule's CTAs take every SM");
   if (!backward) return;
 
+  if (options.backward_dq_split == DqSplit::kTurns) {
+    RINGPACK_CHECK(head_dim == 64 && options.backward_loop != MainLoop::kMmaSync &&
+                       backward_has_wgmma(head_dim, options.deterministic) &&
+                       compute_capability_major(device) == kHopperMajor,
+                   "--backward-dq-split turns needs the Hopper backward at head_dim 64 (compute "
+                   "capability 9.x, not deterministic, --backward-loop auto or wgmma); use "
+                   "--backward-dq-split auto");
+  }
   if (options.backward_schedule == KernelSchedule::kPersistent) {
     RINGPACK_CHECK(options.backward_loop != MainLoop::kMmaSync &&
                        backward_has_wgmma(head_dim, options.deterministic) &&

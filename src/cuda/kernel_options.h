@@ -21,6 +21,7 @@ struct KernelOptions {
   KernelSchedule forward_schedule = KernelSchedule::kGrid;   // the Hopper forward's
   KernelSchedule backward_schedule = KernelSchedule::kGrid;  // the Hopper backward's
   MmaOverlap forward_overlap = MmaOverlap::kWarpgroup;       // the Hopper forward's
+  DqSplit backward_dq_split = DqSplit::kAuto;                // the Hopper backward's
   int sm_margin = 0;  // SMs the persistent kernels leave free
 };
 

@@ -233,6 +233,9 @@ const BadInputCase kBadInputs[] = {
     {"unknown_forward_overlap",
      "run --seq-len 16 --cp 2 --forward-overlap interleaved",
      {"--forward-overlap", "interleaved", "warpgroup or pingpong"}},
+    {"unknown_backward_dq_split",
+     "run --seq-len 16 --cp 2 --backward-dq-split rows",
+     {"--backward-dq-split", "rows", "auto or turns"}},
     {"negative_sm_margin", "run --seq-len 16 --cp 2 --sm-margin -2", {"--sm-margin", "-2"}},
 };
 
@@ -265,7 +268,8 @@ TEST_F(CliTest, RunAndBenchHelpShowTheKernelFlagsAndTheirDefaults) {
          {std::pair{"--forward-loop", "[auto]"}, std::pair{"--backward-loop", "[auto]"},
           std::pair{"--backward-grad-add", "[auto]"}, std::pair{"--backward-head-splits", "[0]"},
           std::pair{"--forward-schedule", "[grid]"}, std::pair{"--backward-schedule", "[grid]"},
-          std::pair{"--forward-overlap", "[warpgroup]"}, std::pair{"--sm-margin", "[0]"}}) {
+          std::pair{"--forward-overlap", "[warpgroup]"}, std::pair{"--backward-dq-split", "[auto]"},
+          std::pair{"--sm-margin", "[0]"}}) {
       // The flag's own line (other flags' help may name it).
       const size_t at = result.out.find("\n  " + std::string(flag) + " ");
       ASSERT_NE(at, std::string::npos) << command << " --help lacks " << flag << "\n" << result.out;
@@ -579,7 +583,8 @@ TEST_F(CliTest, RunOnTheCpuAcceptsTheKernelFlags) {
       run("run --seq-len 32 --cp 2 --lengths fixed --doc-length 8 --head-dim 16 --dtype fp32 "
           "--threads 1 --quiet --forward-loop mma_sync --backward-loop wgmma "
           "--backward-grad-add atomics --backward-head-splits 2 --forward-schedule persistent "
-          "--backward-schedule persistent --forward-overlap pingpong --sm-margin 4");
+          "--backward-schedule persistent --forward-overlap pingpong --backward-dq-split turns "
+          "--sm-margin 4");
   ASSERT_EQ(result.status, kExitSuccess) << result.err;
   EXPECT_EQ(result.out.substr(result.out.size() - std::string("\nPASS\n").size()), "\nPASS\n");
 }

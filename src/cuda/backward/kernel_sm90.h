@@ -23,6 +23,8 @@
 //   dS^T -> shared memory, both warpgroups meet at a named barrier, then
 //   head_dim 128: dQ[:, 64 w, 64 w + 64) = dS K[:, 64 w ...) over all 128 keys,
 //   head_dim 64:  dQ partial = dS_w K_w over this warpgroup's 64 keys (launch_sm90.h says why),
+//                 or with dQ turns (KernelOptions::backward_dq_split) all of dQ over all 128 keys
+//                 by one warpgroup per step, the two taking turns: half the dQ additions,
 //   head_dim 256: both warpgroups own the same 64 keys, each its half of the dK/dV columns and
 //                 dQ[:, 128 w, 128 w + 128) (kDimSplit, launch_sm90.h),
 //   (A = dS^T read MN-major), added to the fp32 dq accumulator: each warp stages its 16 query rows
@@ -36,6 +38,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 #include "cuda/backward/launch_sm90.h"
 #include "cuda/backward/params.h"
@@ -133,7 +136,7 @@ __device__ __forceinline__ void reduce_grad_boxes(const CUtensorMap* map, const 
                       batch);
 }
 
-template <class Traits, GradAdd kAdd, bool kPersistent>
+template <class Traits, GradAdd kAdd, bool kPersistent, bool kDqTurns>
 __global__ void __launch_bounds__(Traits::kNumThreads, 1)
     backward_wgmma_kernel(const __grid_constant__ BackwardParams p,
                           const __grid_constant__ BackwardTensorMaps maps) {
@@ -148,8 +151,10 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
   constexpr int kColBlocks = kHeadDim / kSwizzleCols;  // 64-column blocks of a row
   constexpr int kDSteps = kHeadDim / kWgmmaK;          // k16 steps over head_dim
   constexpr int kQSteps = kBlockM / kWgmmaK;           // k16 steps over the query tile
-  // dQ: k16 steps over the keys each warpgroup sums (all 128, or its own 64 keys at head_dim 64).
-  constexpr bool kDqByKeys = Traits::kDqByKeys;
+  // dQ: k16 steps over the keys each warpgroup sums (all 128, or its own 64 keys at head_dim 64
+  // without dQ turns).
+  static_assert(!kDqTurns || Traits::kDqCols == Traits::kHeadDim, "dQ turns: head_dim 64 only");
+  constexpr bool kDqByKeys = Traits::kDqByKeys && !kDqTurns;
   constexpr int kDqKeySteps = (kDqByKeys ? kBlockN / 2 : kBlockN) / kWgmmaK;
   constexpr int kStepsPerBlock = kSwizzleCols / kWgmmaK;  // 4
   constexpr int kSTiles = kBlockM / 8;                    // n8 tiles of S^T (queries)
@@ -319,8 +324,9 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
       advance_descriptor(smem_descriptor(smem.v, kChunkBytes, kSwizzleAtomBytes), kv_rows_offset);
   // This warpgroup's part of dQ: its first column and, in the key-major dS^T and K tiles, the
   // byte offset of its first key (its own 64 keys at head_dim 64; all keys, from column block
-  // `warpgroup` at 128 and 2 `warpgroup` at 256). B of the dQ MMAs: K read MN-major from there.
-  const int dq_col0 = kDqByKeys ? 0 : warpgroup * Traits::kDqCols;
+  // `warpgroup` at 128 and 2 `warpgroup` at 256, and with dQ turns from column 0). B of the dQ
+  // MMAs: K read MN-major from there.
+  const int dq_col0 = Traits::kDqCols == kHeadDim ? 0 : warpgroup * Traits::kDqCols;
   const uint32_t dq_key_offset = kDqByKeys ? kv_rows_offset : 0;
   const uint64_t desc_k_cols =
       advance_descriptor(smem_descriptor(smem.k, kBlockBytesKV, kSwizzleAtomBytes),
@@ -402,7 +408,9 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
       }
       wgmma_commit();
       if constexpr (kTiles) {
-        if (it > 0) add_staged_dq();  // the previous step's dQ, while S^T and dP^T run
+        // The previous step's dQ, while S^T and dP^T run (with dQ turns: if it was this
+        // warpgroup's turn).
+        if (it > 0 && (!kDqTurns || warpgroup != (it & 1))) add_staged_dq();
       }
       wgmma_wait<0>();
       fence_accumulators(s[0]);
@@ -496,6 +504,19 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
         // the dK/dV MMAs still read: wait for those first.
         wgmma_wait<0>();
       }
+      // Q, dO and the row vectors done once the MMAs are. Every thread arrives: an arrival
+      // releases only its own reads of the row vectors, which the producer overwrites next (one
+      // arrival per warp after __syncwarp is flagged by racecheck).
+      const auto release_stage = [&] { mbarrier_arrive(&smem.q_empty[stage]); };
+      if constexpr (kDqTurns) {
+        if (warpgroup != (it & 1)) {  // the other warpgroup's turn: no dQ here
+          wgmma_wait<0>();
+          fence_accumulators(acc_dv);
+          fence_accumulators(acc_dk);
+          release_stage();
+          continue;
+        }
+      }
       float dq[kQTilesHalf][4];
       const uint64_t desc_ds = advance_descriptor(
           smem_descriptor(ds_tile, kSwizzleAtomBytes, kSwizzleAtomBytes), dq_key_offset);
@@ -509,10 +530,7 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
       fence_accumulators(acc_dv);
       fence_accumulators(acc_dk);
       fence_accumulators(dq);
-      // Q, dO and the row vectors done. Every thread arrives: an arrival releases only its own
-      // reads of the row vectors, which the producer overwrites next (one arrival per warp after
-      // __syncwarp is flagged by racecheck).
-      mbarrier_arrive(&smem.q_empty[stage]);
+      release_stage();
 
       // dq[query, head, dq_col0 ...) += scale dQ part: this warp's rows 16 (warp % 4) .. + 15.
       if constexpr (kTiles) {
@@ -533,7 +551,8 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
       }
     }
     if constexpr (kTiles) {
-      add_staged_dq();  // the last step's rows
+      // The last step's rows (with dQ turns: the last staged ones, if not yet added).
+      if (!kDqTurns || warpgroup == ((steps - 1) & 1)) add_staged_dq();
 
       // dK += scale dK_tile, dV += dV_tile: this warp's 16 keys staged in the K / V tiles and the
       // Q / dO stages (free once both warpgroups are past their last MMAs), added by 4 + 4 tensor
@@ -639,12 +658,27 @@ void launch_backward_wgmma(BackwardParams params, const BackwardTensorMaps& maps
                  "bases, rows a multiple of 16 bytes apart); use --backward-grad-add auto");
   const bool tiles = tile_map && grad_add != GradientAdd::kAtomics;
   const bool persistent = options.backward_schedule == KernelSchedule::kPersistent;
-  auto kernel = persistent ? backward_wgmma_kernel<Traits, GradAdd::kAtomics, true>
-                           : backward_wgmma_kernel<Traits, GradAdd::kAtomics, false>;
+  constexpr bool kCanTakeDqTurns = Traits::kDqCols == kHeadDim;
+  const bool dq_turns = options.backward_dq_split == DqSplit::kTurns;
+  RINGPACK_CHECK(kCanTakeDqTurns || !dq_turns, "--backward-dq-split turns: the Hopper backward ",
+                 "at head_dim ", kHeadDim, " splits dQ by columns; dQ turns serve head_dim 64; ",
+                 "use --backward-dq-split auto");
+  // The kernel for (grad add, schedule, dQ turns); turns are compiled at head_dim 64 only.
+  auto pick = [&](auto add, auto turns) {
+    return persistent ? backward_wgmma_kernel<Traits, add.value, true, turns.value>
+                      : backward_wgmma_kernel<Traits, add.value, false, turns.value>;
+  };
+  using AddAtomics = std::integral_constant<GradAdd, GradAdd::kAtomics>;
+  using AddTiles = std::integral_constant<GradAdd, GradAdd::kTiles>;
+  auto kernel = pick(AddAtomics{}, std::false_type{});
+  if constexpr (kCanTakeDqTurns) {
+    if (dq_turns) kernel = pick(AddAtomics{}, std::true_type{});
+  }
   if constexpr (Traits::kTileAdds) {
-    if (tiles)
-      kernel = persistent ? backward_wgmma_kernel<Traits, GradAdd::kTiles, true>
-                          : backward_wgmma_kernel<Traits, GradAdd::kTiles, false>;
+    if (tiles) kernel = pick(AddTiles{}, std::false_type{});
+    if constexpr (kCanTakeDqTurns) {
+      if (tiles && dq_turns) kernel = pick(AddTiles{}, std::true_type{});
+    }
   }
   constexpr int kSmemBytes = int(sizeof(BackwardWgmmaSmem<Traits>));
   RINGPACK_CUDA_CHECK(

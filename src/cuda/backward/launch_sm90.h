@@ -24,7 +24,10 @@ namespace ringpack::cuda {
 // dQ of a query tile (64 queries x head_dim, a sum over the 128 keys) is split between the two
 // consumer warpgroups: at head_dim 128 by columns (warpgroup w: columns [64 w, 64 w + 64) over
 // all 128 keys, reading both warpgroups' dS^T), at head_dim 64 by keys (warpgroup w: all 64
-// columns over its own 64 keys; both halves are added to the fp32 accumulator).
+// columns over its own 64 keys; both halves are added to the fp32 accumulator): a 64-wide dQ has
+// no column halves of the 64 columns a wgmma needs. Or, at head_dim 64 with dQ turns
+// (DqSplit::kTurns), by steps: one warpgroup computes the whole 64 x 64 dQ over all 128 keys, the
+// two taking turns, which halves the dQ additions for the same MMA work.
 //
 // head_dim 256 (kDimSplit): dK and dV of 64 keys would take 128 + 128 registers a thread, so both
 // warpgroups own the same kBlockN = 64 keys and each accumulates dK, dV over its half of the
