@@ -1,5 +1,6 @@
-// The mask as a policy object at tile granularity: per tile, skip / full / partial
-// from the ranges of segment ids and positions the tile holds; per element, rule (1).
+// The mask as a policy object: per tile, skip / full / partial from the ranges of segment ids and
+// positions the tile holds; per element, rule (1) as an interval test (VisibleKeys), which every
+// kernel applies on partial tiles.
 //
 // Host and device code share this header. Classification is conservative: kSkip only when no
 // pair of the two tiles is visible, kFull only when every pair is visible; anything else is
@@ -72,6 +73,33 @@ RINGPACK_HOST_DEVICE TileClass classify_tile(const TileRange& q, const TileRange
 RINGPACK_HOST_DEVICE TileClass classify_tile(const TileRange& q, const TileRange& k,
                                              const MaskSpec& mask) {
   return classify_tile(q, k, mask.causal, mask.window);
+}
+
+// Rule (1) for one query as an interval test: the keys it sees are those of segment `segment`
+// with position in [pos_lo, pos_hi] (causal: [pos - window, pos]; non-causal: [pos - window,
+// pos + window]; no window: unbounded on that side, clamped to int32). A padding query (segment
+// 0) gets an empty interval. Three compares per pair instead of the rule's branches; the forward
+// tests a key tile's keys against its rows' intervals, the backward (transposed) a query tile's
+// intervals against its rows' keys. contains(k) == visible(q, k) for every pair
+// (tests/cpu/test_tile_mask.cpp).
+struct VisibleKeys {
+  int32_t segment;
+  int32_t pos_lo;
+  int32_t pos_hi;
+  RINGPACK_HOST_DEVICE bool contains(int32_t key_segment, int32_t key_pos) const {
+    return key_segment == segment && key_pos >= pos_lo && key_pos <= pos_hi;
+  }
+};
+
+RINGPACK_HOST_DEVICE VisibleKeys visible_keys(int32_t segment, int32_t pos, const MaskSpec& mask) {
+  if (segment == 0) return {0, INT32_MAX, INT32_MIN};
+  const int64_t window = mask.window;
+  const int64_t lo = window >= 0 ? int64_t(pos) - window : int64_t(INT32_MIN);
+  const int64_t hi = mask.causal   ? int64_t(pos)
+                     : window >= 0 ? int64_t(pos) + window
+                                   : int64_t(INT32_MAX);
+  return {segment, int32_t(lo > int64_t(INT32_MIN) ? lo : int64_t(INT32_MIN)),
+          int32_t(hi < int64_t(INT32_MAX) ? hi : int64_t(INT32_MAX))};
 }
 
 }  // namespace ringpack

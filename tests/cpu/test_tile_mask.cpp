@@ -141,3 +141,39 @@ TEST(TileMask, PaddingNeitherWidensRangesNorAllowsFull) {
 
 }  // namespace
 }  // namespace ringpack
+
+namespace ringpack {
+namespace {
+
+// The kernels' per-element form of rule (1), VisibleKeys, against the rule itself: every pair of
+// a grid of segment ids and positions (extreme positions included), under causal and non-causal
+// masks with no window, a zero window, small windows and windows past the int32 range.
+TEST(TileMask, VisibleKeyIntervalsAgreeWithRuleOne) {
+  const std::vector<int32_t> positions = {INT32_MIN, INT32_MIN + 1, -5,       -1, 0, 1, 2, 3, 7,
+                                          100,       INT32_MAX - 1, INT32_MAX};
+  const std::vector<int32_t> segments = {0, 1, 2};
+  int64_t checked = 0;
+  for (const bool causal : {true, false}) {
+    for (const int64_t window :
+         {int64_t(-1), int64_t(0), int64_t(1), int64_t(3), int64_t(INT32_MAX), int64_t(1) << 40}) {
+      const MaskSpec mask{causal, window};
+      for (const int32_t seg_q : segments) {
+        for (const int32_t pos_q : positions) {
+          const VisibleKeys keys = visible_keys(seg_q, pos_q, mask);
+          for (const int32_t seg_k : segments) {
+            for (const int32_t pos_k : positions) {
+              ASSERT_EQ(keys.contains(seg_k, pos_k), visible(seg_q, pos_q, seg_k, pos_k, mask))
+                  << "causal " << causal << " window " << window << " q " << seg_q << "@" << pos_q
+                  << " k " << seg_k << "@" << pos_k;
+              ++checked;
+            }
+          }
+        }
+      }
+    }
+  }
+  EXPECT_EQ(checked, 2 * 6 * 3 * 12 * 3 * 12);
+}
+
+}  // namespace
+}  // namespace ringpack

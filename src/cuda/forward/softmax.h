@@ -1,6 +1,6 @@
 // The per-tile softmax steps shared by the forward main loops (mma.sync and wgmma): rule (1) of
-// docs/design.md §2 applied per element on partial tiles, and the online softmax that turns a tile
-// of scores into P while rescaling O. Device code.
+// docs/design.md §2 applied per element on partial tiles (the intervals of core/tile_mask.h), and
+// the online softmax that turns a tile of scores into P while rescaling O. Device code.
 //
 // Register layout (both main loops): s[m][t][e] is the score of row g + 8 (e / 2) of m16 row
 // block m and column 8 t + c + e % 2 of the key tile (g = lane / 4, c = 2 (lane % 4)); acc_o has
@@ -15,33 +15,9 @@
 #include <cmath>
 #include <cstdint>
 
-#include "ringpack/mask.h"
+#include "core/tile_mask.h"
 
 namespace ringpack::cuda {
-
-// Rule (1) of docs/design.md §2 for one query row as an interval test: the visible keys are those
-// of segment `segment` with position in [pos_lo, pos_hi] (causal: [pos - window, pos]; non-causal:
-// [pos - window, pos + window]; no window: unbounded on that side). A padding query (segment 0)
-// gets an empty interval. Three compares per element instead of the general rule's branches.
-struct VisibleKeys {
-  int32_t segment;
-  int32_t pos_lo;
-  int32_t pos_hi;
-  __device__ __forceinline__ bool contains(int32_t key_segment, int32_t key_pos) const {
-    return key_segment == segment && key_pos >= pos_lo && key_pos <= pos_hi;
-  }
-};
-
-__device__ __forceinline__ VisibleKeys visible_keys(int32_t segment, int32_t pos,
-                                                    const MaskSpec& mask) {
-  if (segment == 0) return {0, INT32_MAX, INT32_MIN};
-  const int64_t window = mask.window;
-  const int64_t lo = window >= 0 ? int64_t(pos) - window : int64_t(INT32_MIN);
-  const int64_t hi = mask.causal   ? int64_t(pos)
-                     : window >= 0 ? int64_t(pos) + window
-                                   : int64_t(INT32_MAX);
-  return {segment, int32_t(max(lo, int64_t(INT32_MIN))), int32_t(min(hi, int64_t(INT32_MAX)))};
-}
 
 // 2^x on the SFU (ex2.approx): the softmax's exponentials; 2^-inf = +0.
 __device__ __forceinline__ float fast_exp2(float x) {
