@@ -14,8 +14,8 @@ otherwise (the differences are listed).
 --offsets, for a change of the parameter structs' layout (fields moved, renamed, or moved into a
 base): the files are scripts/param_offsets.py's output for the two trees. Every read of a
 kernel's parameter bank, c[0x0][start + offset], in BEFORE is rewritten to the offset the same
-field has in AFTER (a field renamed is given as --rename OLD=NEW), and the instruction encodings
-are dropped. Identical SASS then proves the same instructions reading the same fields.
+field has in AFTER (a field renamed is given as --rename OLD=NEW, one removed as --rename
+OLD=-: a read of it then differs), and the instruction encodings are dropped. Identical SASS then proves the same instructions reading the same fields.
 
 --kernel-rename, for a kernel whose (mangled) name changed, e.g. a template parameter added: the
 regular expression is replaced in BEFORE's kernel names (re.sub) before they are matched with
@@ -96,10 +96,12 @@ def offset_map(old: tuple, new: tuple, rename: dict) -> tuple:
     byte_map = {}
     for i, (name, offset) in enumerate(ordered):
         end = ordered[i + 1][1] if i + 1 < len(ordered) else old_size
+        if rename.get(name) == "-":
+            continue  # removed: a read of it in BEFORE matches nothing in AFTER
         target = new_fields.get(rename.get(name, name))
         if target is None:
             sys.exit(f"compare_sass.py: field {name} has no counterpart after; pass --rename "
-                     f"{name}=NEW")
+                     f"{name}=NEW, or {name}=- for a field removed")
         for b in range(end - offset):
             byte_map[offset + b] = target + b
     return byte_map, old_size, new_size
@@ -119,6 +121,8 @@ def translate(sass: str, arch: str, name: str, maps: dict) -> str:
     def rewrite(match):
         offset = int(match.group(1), 16) - start
         if 0 <= offset < old_size:
+            if offset not in byte_map:
+                return f"c[0x0][removed field at {hex(offset)}]"
             offset = byte_map[offset]
         elif offset >= old_end:
             offset += new_end - old_end

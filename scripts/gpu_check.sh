@@ -13,11 +13,13 @@
 #        --backward-loop mma_sync;--backward-head-splits 2;--backward-grad-add atomics",
 #        AB_BASELINE=DIR (with mode all, bench or ab) builds the tree in DIR too (e.g. the commit
 #        before a change: git archive REV | tar -x -C DIR) and times both CLIs in alternating
-#        rounds (AB_ROUNDS, default 3): the medians and ours / baseline per workload
+#        rounds (AB_ROUNDS, default 3): the medians and ours / baseline per workload;
+#        AB_FLAGS="--head-dim 256 --backward-loop mma_sync" adds `ringpack bench` flags to both
+#        sides (flags both trees accept)
 # Needs .deps/ from scripts/fetch_device_deps.sh (CLI11, nlohmann-json, yaml-cpp) on machines
 # without network.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 MODE="${1:-all}"
 FILTER="${2:-*}"
 OUT="${OUT:-$PWD/out}"
@@ -121,7 +123,8 @@ if [[ -n "${AB_BASELINE:-}" && ( "$MODE" == all || "$MODE" == bench || "$MODE" =
     for round in $(seq 1 "${AB_ROUNDS:-3}"); do
       for side in baseline ours; do
         cli="$BUILD_DIR/ringpack"; [[ $side == baseline ]] && cli="$BASE_BUILD/ringpack"
-        "$cli" bench --workloads "$WORKLOADS" --reps "$REPS" --no-verify \
+        # shellcheck disable=SC2086  # AB_FLAGS: several flags
+        "$cli" bench --workloads "$WORKLOADS" --reps "$REPS" --no-verify ${AB_FLAGS:-} \
           --json "$OUT/ab_${side}_$round.json" >"$OUT/ab_${side}_$round.txt" 2>&1 ||
           note "A/B $side round $round: FAILED"
       done
@@ -148,6 +151,7 @@ fi
 
 # ---- ncu of one forward and one backward launch on packed-16k (PROFILE=1 or mode profile) ----
 if [[ "$MODE" == profile || "${PROFILE:-0}" == 1 ]]; then
+  # shellcheck disable=SC2054  # the commas separate ncu metrics, not array elements
   NCU_SECTIONS=(--section SpeedOfLight --section WarpStateStats --section SchedulerStats
     --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis
     --metrics lts__t_requests_op_red.sum,lts__t_sectors_op_red.sum,lts__t_requests_op_atom.sum)

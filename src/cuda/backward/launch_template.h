@@ -13,7 +13,7 @@
 #include "cuda/common/cuda_check.h"
 #include "cuda/common/tensor_map.h"
 #include "cuda/kernel_options.h"
-#include "cuda/tiles/tile_ranges.h"
+#include "cuda/tiles/tile_lists.h"
 
 namespace ringpack::cuda {
 
@@ -71,57 +71,48 @@ void run_backward_instance(BackwardParams params, const KernelOptions& options,
                  "not serve this step (not deterministic, compute capability 9.x, aligned "
                  "tensors); use --backward-dq-split auto");
   const bool deterministic = options.deterministic;
-  const int batch = params.batch;
-  params.num_tiles_q = num_tiles(params.seqlen_q, Traits::kBlockM);
-  params.num_tiles_k = num_tiles(params.seqlen_k, Traits::kBlockN);
   params.accumulate_dq = !deterministic;
 
-  // Scratch: per-tile summaries of both sides at the tiles of each kernel, stream-ordered.
-  const int dq_tiles_q = num_tiles(params.seqlen_q, Traits::kDqBlockM);
-  const int dq_tiles_k = num_tiles(params.seqlen_k, Traits::kDqBlockN);
-  const size_t counts[4] = {size_t(batch) * params.num_tiles_q, size_t(batch) * params.num_tiles_k,
-                            deterministic ? size_t(batch) * dq_tiles_q : 0,
-                            deterministic ? size_t(batch) * dq_tiles_k : 0};
-  TileRange* ranges = nullptr;
-  RINGPACK_CUDA_CHECK(
-      cudaMallocAsync(reinterpret_cast<void**>(&ranges),
-                      (counts[0] + counts[1] + counts[2] + counts[3]) * sizeof(TileRange), stream));
-  TileRange* ranges_q = ranges;
-  TileRange* ranges_k = ranges_q + counts[0];
-  compute_tile_ranges(params.segment_ids_q, params.positions_q, batch, params.seqlen_q,
-                      Traits::kBlockM, ranges_q, stream);
-  compute_tile_ranges(params.segment_ids_k, params.positions_k, batch, params.seqlen_k,
-                      Traits::kBlockN, ranges_k, stream);
-  params.ranges_q = ranges_q;
-  params.ranges_k = ranges_k;
-
+  // dK/dV: one CTA per (key tile, kv head and head split), the heaviest key tiles first; each
+  // walks its key tile's list of query tiles in the tile plan.
+  TilePlan plan = plan_tiles(params.segment_ids_k, params.positions_k, params.seqlen_k,
+                             Traits::kBlockN, params.segment_ids_q, params.positions_q,
+                             params.seqlen_q, Traits::kBlockM, params.batch,
+                             /*lists_of_queries=*/true, params.mask, stream);
+  params.num_tiles_k = plan.num_mine;
+  params.num_tiles_q = plan.num_others;
+  params.tile_lists = plan.lists;
+  params.tile_counts = plan.counts;
+  params.tile_order = plan.order;
   const auto dkdv_kernel = bwd::backward_dkdv_kernel<Traits>;
   RINGPACK_CUDA_CHECK(cudaFuncSetAttribute(dkdv_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                            Traits::kSmemBytes));
-  const dim3 dkdv_grid(params.num_tiles_k, params.num_heads_kv * params.head_splits, batch);
+  const dim3 dkdv_grid(params.batch * params.num_tiles_k, params.num_heads_kv * params.head_splits);
   dkdv_kernel<<<dkdv_grid, Traits::kThreads, Traits::kSmemBytes, stream>>>(params);
   RINGPACK_CHECK_LAUNCH();
+  plan.release(stream);
 
   if (deterministic) {
+    // dQ: one CTA per (query tile, query head) at the dQ kernel's tiles, walking its query
+    // tile's list of key tiles.
+    TilePlan dq_plan = plan_tiles(params.segment_ids_q, params.positions_q, params.seqlen_q,
+                                  Traits::kDqBlockM, params.segment_ids_k, params.positions_k,
+                                  params.seqlen_k, Traits::kDqBlockN, params.batch,
+                                  /*lists_of_queries=*/false, params.mask, stream);
     BackwardParams dq_params = params;
-    dq_params.num_tiles_q = dq_tiles_q;
-    dq_params.num_tiles_k = dq_tiles_k;
-    TileRange* dq_ranges_q = ranges_k + counts[1];
-    TileRange* dq_ranges_k = dq_ranges_q + counts[2];
-    compute_tile_ranges(params.segment_ids_q, params.positions_q, batch, params.seqlen_q,
-                        Traits::kDqBlockM, dq_ranges_q, stream);
-    compute_tile_ranges(params.segment_ids_k, params.positions_k, batch, params.seqlen_k,
-                        Traits::kDqBlockN, dq_ranges_k, stream);
-    dq_params.ranges_q = dq_ranges_q;
-    dq_params.ranges_k = dq_ranges_k;
+    dq_params.num_tiles_q = dq_plan.num_mine;
+    dq_params.num_tiles_k = dq_plan.num_others;
+    dq_params.tile_lists = dq_plan.lists;
+    dq_params.tile_counts = dq_plan.counts;
+    dq_params.tile_order = dq_plan.order;
     const auto dq_kernel = bwd::backward_dq_kernel<Traits>;
     RINGPACK_CUDA_CHECK(cudaFuncSetAttribute(dq_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                              Traits::kDqSmemBytes));
-    const dim3 dq_grid(dq_tiles_q, params.num_heads_q, batch);
+    const dim3 dq_grid(dq_params.num_tiles_q, params.num_heads_q, params.batch);
     dq_kernel<<<dq_grid, Traits::kDqKernelThreads, Traits::kDqSmemBytes, stream>>>(dq_params);
     RINGPACK_CHECK_LAUNCH();
+    dq_plan.release(stream);
   }
-  RINGPACK_CUDA_CHECK(cudaFreeAsync(ranges, stream));
 }
 
 }  // namespace ringpack::cuda

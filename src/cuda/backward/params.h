@@ -9,19 +9,16 @@
 #include <cstdint>
 
 #include "cuda/common/step_params.h"
-#include "cuda/tiles/tile_ranges.h"
 
 namespace ringpack::cuda {
 
-// The backward's parameters: the step's (StepParams; the tile plan is the Hopper dK/dV kernel's,
-// per key tile) and its own inputs, tile ranges and accumulators.
+// The backward's parameters: the step's (StepParams; the tile plan is that of the kernel it is
+// passed to: per key tile for the dK/dV kernels, per query tile for the deterministic dQ kernel)
+// and its own inputs and accumulators.
 struct BackwardParams : StepParams {
   const void* dout;    // [batch, seqlen_q, num_heads_q, head_dim]
   const float* lse;    // [batch, num_heads_q, seqlen_q], final forward LSE (natural log)
   const float* delta;  // [batch, num_heads_q, seqlen_q], rowsum(dO * O)
-  // Per-tile ranges (tiles/tile_ranges.h) at the tiles of the mma.sync kernel that reads them.
-  const TileRange* ranges_q;  // [batch, ceil(seqlen_q / tile_q)]
-  const TileRange* ranges_k;  // [batch, ceil(seqlen_k / tile_k)]
   // fp32 accumulators, added to (+=).
   float* dq;  // [batch, seqlen_q, num_heads_q, head_dim]
   float* dk;  // [batch, seqlen_k, num_heads_kv, head_dim]

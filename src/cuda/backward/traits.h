@@ -78,9 +78,6 @@ struct BackwardTraits {
   static constexpr int kDqKernelWarps = kDqBlockM / bwd::kMmaM;
   static constexpr int kDqKernelThreads = kDqKernelWarps * kWarpSize;
 
-  // Non-skipped tiles listed in shared memory at a time (a longer list is built in rounds).
-  static constexpr int kListCapacity = 1024;
-
   using TileKV = bwd::SmemTile<kBlockN, kHeadDim>;      // K, V: [kBlockN, head_dim]
   using TileQ = bwd::SmemTile<kBlockM, kHeadDim>;       // Q, dO: [kBlockM, head_dim]
   using TileDs = bwd::SmemTile<kBlockN, kBlockM>;       // dS^T: [kBlockN keys, kBlockM queries]
@@ -88,17 +85,16 @@ struct BackwardTraits {
   using TileDqKV = bwd::SmemTile<kDqBlockN, kHeadDim>;  // dQ kernel K, V
 
   // dK/dV kernel shared memory: K, V, double-buffered Q and dO, dS^T, then per-query vectors
-  // (lse, delta, segment id, position; double-buffered), the tile list and per-warp counts.
+  // (lse, delta, segment id, position; double-buffered).
   static constexpr int kSmemKV = 2 * TileKV::kElems * 2;
   static constexpr int kSmemQ = 2 * 2 * TileQ::kElems * 2;
   static constexpr int kSmemDs = TileDs::kElems * 2;
   static constexpr int kSmemRowVectors = 2 * 4 * kBlockM * 4;
-  static constexpr int kSmemList = (kListCapacity + kWarps) * 4;
-  static constexpr int kSmemBytes = kSmemKV + kSmemQ + kSmemDs + kSmemRowVectors + kSmemList;
+  static constexpr int kSmemBytes = kSmemKV + kSmemQ + kSmemDs + kSmemRowVectors;
 
   // Deterministic dQ kernel: Q, dO once; double-buffered K, V; per-key ids and positions.
-  static constexpr int kDqSmemBytes = 2 * TileDqQ::kElems * 2 + 4 * TileDqKV::kElems * 2 +
-                                      2 * 2 * kDqBlockN * 4 + (kListCapacity + kDqKernelWarps) * 4;
+  static constexpr int kDqSmemBytes =
+      2 * TileDqQ::kElems * 2 + 4 * TileDqKV::kElems * 2 + 2 * 2 * kDqBlockN * 4;
 };
 
 }  // namespace ringpack::cuda
