@@ -144,6 +144,7 @@ __global__ void __launch_bounds__(Traits::kDqKernelThreads, 1)
     pack_a<Element, kBlockN>(frag_ds, acc_dp);
     gemm_reg_kn<Element, kHeadDim, kBlockN, TileKV>(acc_dq, frag_ds, smem_k, 0, 0, lane);
   }
+  cp_async_wait<0>();  // nothing left in flight (with no listed key tile: the Q/dO copies)
 
 #pragma unroll
   for (int r = 0; r < 2; ++r) {

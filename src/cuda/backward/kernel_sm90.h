@@ -455,35 +455,19 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
         ds_frag[kk][3] = Ops::pack(dp[2 * kk + 1][2], dp[2 * kk + 1][3]);
       }
 
-      // dV_w += P^T dO and dK_w += dS^T Q: B = dO, Q read MN-major (query rows are the k16 steps),
-      // from this warpgroup's first dK/dV column.
-      const uint32_t kv_col_offset = (kv_col0 / kSwizzleCols) * kBlockBytesQ;
-      const uint64_t desc_do_mn = advance_descriptor(
-          smem_descriptor(smem.dout[stage], kBlockBytesQ, kSwizzleAtomBytes), kv_col_offset);
-      const uint64_t desc_q_mn = advance_descriptor(
-          smem_descriptor(smem.q[stage], kBlockBytesQ, kSwizzleAtomBytes), kv_col_offset);
-      fence_accumulators(acc_dv);
-      fence_accumulators(acc_dk);
-      wgmma_fence();
-#pragma unroll
-      for (int kk = 0; kk < kQSteps; ++kk) {
-        MmaKV::template rs<1>(acc_dv, p_frag[kk],
-                              advance_descriptor(desc_do_mn, kk * kRowStepBytes), true);
-        MmaKV::template rs<1>(acc_dk, ds_frag[kk],
-                              advance_descriptor(desc_q_mn, kk * kRowStepBytes), true);
-      }
-      wgmma_commit();
-
-      // dS^T to shared memory (keys x queries, one 128-byte swizzled line per key), then both
-      // warpgroups' halves are in place for dQ (at head_dim 64 each reads only its own; at 256,
-      // where both hold the same dS^T, warpgroup w writes query chunks [kQSteps w, kQSteps w +
-      // kQSteps) / 2). Two buffers: the barrier of step it + 1 is only passed once both warpgroups
-      // have finished step it's dQ (and the persistent schedule's next item starts only after K/V
-      // are loaded again, once both have finished this one). stmatrix: ds_frag[kk][2 half + r] is
-      // the 8 x 8 matrix of keys + 8 r, query chunk 2 kk + half; lane i addresses row i % 8 of
-      // matrix i / 8.
+      // dS^T to shared memory (keys x queries, one 128-byte swizzled line per key), before the dK
+      // MMAs take ds_frag as their A operand (reading it while they run would be undefined): while
+      // the dV MMAs run, or at head_dim 256 before them (its stores depend on the warpgroup, and
+      // such a branch between the issues makes ptxas insert a warpgroup.arrive, C7519). After the
+      // barrier below both warpgroups' halves are in place for dQ (at head_dim 64 each reads only
+      // its own; at 256, where both hold the same dS^T, warpgroup w writes query chunks [kQSteps w,
+      // kQSteps w + kQSteps) / 2). Two buffers: the barrier of step it + 1 is only passed once both
+      // warpgroups have finished step it's dQ (and the persistent schedule's next item starts only
+      // after K/V are loaded again, once both have finished this one). stmatrix: ds_frag[kk][2 half
+      // + r] is the 8 x 8 matrix of keys + 8 r, query chunk 2 kk + half; lane i addresses row i % 8
+      // of matrix i / 8.
       Element* ds_tile = smem.ds[it & 1];
-      {
+      const auto store_ds = [&] {
         const int matrix = lane / 8;
         const int key = key_row0 + lane % 8 + 8 * (matrix % 2);
 #pragma unroll
@@ -493,7 +477,31 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
           stmatrix_x4(ds_frag[kk],
                       ds_tile + key * kSwizzleCols + (chunk ^ (key % 8)) * kChunkElems);
         }
-      }
+      };
+
+      // dV_w += P^T dO and dK_w += dS^T Q: B = dO, Q read MN-major (query rows are the k16 steps),
+      // from this warpgroup's first dK/dV column.
+      const uint32_t kv_col_offset = (kv_col0 / kSwizzleCols) * kBlockBytesQ;
+      const uint64_t desc_do_mn = advance_descriptor(
+          smem_descriptor(smem.dout[stage], kBlockBytesQ, kSwizzleAtomBytes), kv_col_offset);
+      const uint64_t desc_q_mn = advance_descriptor(
+          smem_descriptor(smem.q[stage], kBlockBytesQ, kSwizzleAtomBytes), kv_col_offset);
+      if constexpr (kDimSplit) store_ds();
+      fence_accumulators(acc_dv);
+      fence_accumulators(acc_dk);
+      wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < kQSteps; ++kk)
+        MmaKV::template rs<1>(acc_dv, p_frag[kk],
+                              advance_descriptor(desc_do_mn, kk * kRowStepBytes), true);
+      if constexpr (!kDimSplit) store_ds();
+
+#pragma unroll
+      for (int kk = 0; kk < kQSteps; ++kk)
+        MmaKV::template rs<1>(acc_dk, ds_frag[kk],
+                              advance_descriptor(desc_q_mn, kk * kRowStepBytes), true);
+      wgmma_commit();
+
       fence_proxy_async_shared();
       named_barrier_sync(NamedBarrier::kConsumers, Traits::kNumConsumerThreads);
 
