@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
-"""Tile geometry of the Hopper backward on the benchmark layouts (CPU only, numpy).
+"""Tile geometry of the Hopper kernels on the benchmark layouts (CPU only, numpy).
 
 Reads the layouts written by `ringpack bench --layouts-only --layouts-out FILE` and prints, per
-workload, for query tiles of 64 and key tiles of 128 split into two warpgroup halves of 64 keys
-(backward/kernel_sm90.h), under the causal document mask (docs/design.md §2 rule (1), no window):
+workload, under the causal document mask (docs/design.md §2 rule (1), no window):
+
+Backward (query tiles of 64, key tiles of 128 split into two warpgroup halves of 64 keys;
+backward/kernel_sm90.h):
   steps         (query tile, key tile) pairs with at least one visible pair: what a head walks;
   steps / CTA   steps per key tile that has any (the work a CTA amortises its prologue and
                 dK/dV epilogue over, one query head per CTA);
@@ -11,7 +13,17 @@ workload, for query tiles of 64 and key tiles of 128 split into two warpgroup ha
                 could save);
   efficiency    visible pairs / computed pairs at 64 x 128, and at 64 x 64.
 
-  python3 bench/tile_geometry.py out/layouts.json
+Forward (query and key tiles of 128; forward/kernel_sm90.h), with --forward:
+  efficiency    visible pairs / computed pairs at 128 x 128 and at 64 x 64, and with query tiles
+                that restart at each document's first token (key tiles from the document's
+                first token: what a kernel with per-document tiles would compute);
+  partial       the share of visited tiles that pay the per-element mask, and among the 16-row
+                warp slices of those tiles, the share that see some but not all of its keys
+                (what a per-warp mask test could not skip);
+  key tiles     visited key tiles per visited query tile (what each query tile's fixed costs are
+                spread over).
+
+  python3 bench/tile_geometry.py out/layouts.json [--forward]
 """
 import argparse
 import json
@@ -22,6 +34,12 @@ QUERY_TILE = 64
 KEY_HALF = 64  # keys per consumer warpgroup; a key tile is two halves
 
 
+def visible(seg_q, pos_q, seg_k, pos_k):
+    """Rule (1), causal, no window: [queries, keys] booleans."""
+    return ((seg_q[:, None] == seg_k[None, :]) & (seg_q[:, None] > 0) &
+            (pos_k[None, :] <= pos_q[:, None]))
+
+
 def visible_counts(seg, pos):
     """Visible pairs per (query tile, key half)."""
     n = len(seg)
@@ -30,33 +48,92 @@ def visible_counts(seg, pos):
     counts = np.zeros((num_q, num_k), dtype=np.int64)
     for qt in range(num_q):
         rows = slice(qt * QUERY_TILE, min(n, (qt + 1) * QUERY_TILE))
-        seg_q, pos_q = seg[rows][:, None], pos[rows][:, None]
         for kh in range(num_k):
             keys = slice(kh * KEY_HALF, min(n, (kh + 1) * KEY_HALF))
-            visible = (seg_q == seg[keys][None, :]) & (seg_q > 0) & (pos[keys][None, :] <= pos_q)
-            counts[qt, kh] = visible.sum()
+            counts[qt, kh] = visible(seg[rows], pos[rows], seg[keys], pos[keys]).sum()
     return counts
+
+
+def backward_geometry(name, seg, pos):
+    counts = visible_counts(seg, pos)
+    halves = counts.reshape(counts.shape[0], -1, 2)
+    visited = halves.sum(axis=2) > 0
+    steps = int(visited.sum())
+    key_tiles = int(visited.any(axis=0).sum())
+    dead = int(((halves == 0) & visited[:, :, None]).sum())
+    pairs = int(counts.sum())
+    eff_128 = pairs / (steps * QUERY_TILE * 2 * KEY_HALF)
+    eff_64 = pairs / (int((counts > 0).sum()) * QUERY_TILE * KEY_HALF)
+    print(f"{name}: steps {steps}, steps / CTA {steps / key_tiles:.1f}, "
+          f"dead halves {dead} of {2 * steps} ({dead / (2 * steps):.1%}), "
+          f"efficiency 64x128 {eff_128:.1%}, 64x64 {eff_64:.1%}")
+
+
+def computed_pairs(seg, pos, tile):
+    """Pairs computed by square tiles of `tile` that visit every tile pair with a visible pair,
+    and (128 only) the visited and partial tile counts and the 16-row warp slices of partial
+    tiles that see some but not all of the tile's keys."""
+    n = len(seg)
+    computed = visited = partial = slices = mixed_slices = 0
+    query_tiles = 0
+    for a in range(0, n, tile):
+        visited_here = 0
+        for k in range(0, min(n, a + tile), tile):
+            v = visible(seg[a:a + tile], pos[a:a + tile], seg[k:k + tile], pos[k:k + tile])
+            if not v.any():
+                continue
+            visited_here += 1
+            computed += tile * tile
+            if v.all():
+                continue
+            partial += 1
+            for r in range(0, v.shape[0], 16):
+                slices += 1
+                mixed_slices += not v[r:r + 16].all()
+        visited += visited_here
+        query_tiles += visited_here > 0
+    return computed, visited, partial, slices, mixed_slices, query_tiles
+
+
+def document_aligned_pairs(seg, tile):
+    """Pairs computed when query tiles restart at each document's first token and each query
+    tile's key tiles run from that first token (padding: no tiles)."""
+    starts = np.r_[0, np.flatnonzero(np.diff(seg)) + 1]
+    ends = np.r_[starts[1:], len(seg)]
+    computed = 0
+    for first, end in zip(starts, ends):
+        if seg[first] == 0:
+            continue
+        for a in range(first, end, tile):
+            b = min(end, a + tile)
+            computed += tile * tile * -(-(b - first) // tile)
+    return computed
+
+
+def forward_geometry(name, seg, pos, pairs):
+    c128, visited, partial, slices, mixed, query_tiles = computed_pairs(seg, pos, 128)
+    c64 = computed_pairs(seg, pos, 64)[0]
+    aligned = document_aligned_pairs(seg, 128)
+    print(f"{name}: efficiency 128x128 {pairs / c128:.1%}, 64x64 {pairs / c64:.1%}, "
+          f"document-aligned 128x128 {pairs / aligned:.1%}; partial {partial / visited:.1%} of "
+          f"{visited} visited tiles, {mixed / max(slices, 1):.1%} of their warp slices mixed; "
+          f"key tiles per query tile {visited / query_tiles:.1f}")
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("layouts", help="JSON from ringpack bench --layouts-only --layouts-out")
+    parser.add_argument("--forward", action="store_true", help="the forward's geometry")
     args = parser.parse_args()
     with open(args.layouts) as f:
         layouts = json.load(f)
     for workload in layouts["workloads"]:
-        counts = visible_counts(np.array(workload["segment_ids"]), np.array(workload["positions"]))
-        halves = counts.reshape(counts.shape[0], -1, 2)
-        visited = halves.sum(axis=2) > 0
-        steps = int(visited.sum())
-        key_tiles = int(visited.any(axis=0).sum())
-        dead = int(((halves == 0) & visited[:, :, None]).sum())
-        pairs = int(counts.sum())
-        eff_128 = pairs / (steps * QUERY_TILE * 2 * KEY_HALF)
-        eff_64 = pairs / (int((counts > 0).sum()) * QUERY_TILE * KEY_HALF)
-        print(f"{workload['name']}: steps {steps}, steps / CTA {steps / key_tiles:.1f}, "
-              f"dead halves {dead} of {2 * steps} ({dead / (2 * steps):.1%}), "
-              f"efficiency 64x128 {eff_128:.1%}, 64x64 {eff_64:.1%}")
+        seg = np.array(workload["segment_ids"])
+        pos = np.array(workload["positions"])
+        if args.forward:
+            forward_geometry(workload["name"], seg, pos, int(workload["pairs"]))
+        else:
+            backward_geometry(workload["name"], seg, pos)
 
 
 if __name__ == "__main__":
