@@ -29,7 +29,6 @@ int resolve_head_splits(const KernelOptions& options, int heads_per_kv) {
 
 BackwardParams make_backward_params(const AttentionStep& step, const BackwardInputs& in,
                                     const BackwardAccumulators& acc, const KernelOptions& options) {
-  const AttentionDims& d = step.dims;
   check_attention_step(step, "cuda");
   RINGPACK_CHECK(in.dout && in.lse && in.delta,
                  "CUDA backward: dout, lse and delta must all be set");
@@ -43,14 +42,14 @@ BackwardParams make_backward_params(const AttentionStep& step, const BackwardInp
   p.dq = acc.dq;
   p.dk = acc.dk;
   p.dv = acc.dv;
-  p.head_dim = d.head_dim;
   p.head_splits = resolve_head_splits(options, p.heads_per_kv);
   return p;
 }
 
 template <class Element>
-void dispatch_head_dim(const BackwardParams& p, const KernelOptions& options, cudaStream_t stream) {
-  switch (p.head_dim) {
+void dispatch_head_dim(int head_dim, const BackwardParams& p, const KernelOptions& options,
+                       cudaStream_t stream) {
+  switch (head_dim) {
     case 64:
       run_backward_instance<Element, 64>(p, options, stream);
       break;
@@ -61,7 +60,7 @@ void dispatch_head_dim(const BackwardParams& p, const KernelOptions& options, cu
       run_backward_instance<Element, 256>(p, options, stream);
       break;
     default:
-      RINGPACK_FAIL("unreachable: check_backward_supported accepted head_dim ", p.head_dim);
+      RINGPACK_FAIL("unreachable: check_backward_supported accepted head_dim ", head_dim);
   }
 }
 
@@ -80,9 +79,9 @@ void run_backward(const AttentionStep& step, const BackwardInputs& in,
   check_backward_supported(step.dtype, step.dims.head_dim);
   const BackwardParams p = make_backward_params(step, in, acc, options);
   if (step.dtype == DType::kBF16) {
-    dispatch_head_dim<__nv_bfloat16>(p, options, stream);
+    dispatch_head_dim<__nv_bfloat16>(step.dims.head_dim, p, options, stream);
   } else {
-    dispatch_head_dim<__half>(p, options, stream);
+    dispatch_head_dim<__half>(step.dims.head_dim, p, options, stream);
   }
 }
 

@@ -23,13 +23,9 @@ struct BackwardParams : StepParams {
   float* dq;  // [batch, seqlen_q, num_heads_q, head_dim]
   float* dk;  // [batch, seqlen_k, num_heads_kv, head_dim]
   float* dv;  // [batch, seqlen_k, num_heads_kv, head_dim]
-  int head_dim;
   int head_splits;     // dK/dV kernel: CTAs per (key tile, kv head), each walking heads_per_kv /
                        // head_splits query heads; > 1 adds dK/dV with atomics
   bool accumulate_dq;  // false in deterministic mode: the dK/dV kernel leaves dq alone
-  // The Hopper kernel's persistent CTAs claim work items past the first gridDim.x by counting on
-  // it (0 at launch: tiles/tile_lists.h).
-  int32_t* work_counter;
 };
 static_assert(std::is_trivially_copyable_v<BackwardParams>, "passed by value to the kernels");
 

@@ -23,9 +23,6 @@ struct ForwardParams : StepParams {
   float* lse;      // [batch, num_heads_q, seqlen_q]; natural-log LSE of rule (3), -inf if empty
   float* out_acc;  // [batch, seqlen_q, num_heads_q, head_dim], fp32 running output (merged into)
   float* lse_acc;  // [batch, num_heads_q, seqlen_q], fp32 running LSE (merged into)
-  // The Hopper kernel's persistent CTAs claim work items past the first gridDim.x by counting on
-  // it (0 at launch: tiles/tile_lists.h).
-  int32_t* work_counter;
 };
 static_assert(std::is_trivially_copyable_v<ForwardParams>, "passed by value to the kernel");
 
