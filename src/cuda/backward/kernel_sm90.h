@@ -639,16 +639,8 @@ void launch_backward_wgmma(BackwardParams params, const BackwardTensorMaps& maps
                  " adds its gradients by atomics (no shared memory left to stage tiles); use "
                  "--backward-grad-add auto");
   params.accumulate_dq = true;
-  TilePlan plan = plan_tiles(params.segment_ids_k, params.positions_k, params.seqlen_k,
-                             Traits::kBlockN, params.segment_ids_q, params.positions_q,
-                             params.seqlen_q, Traits::kBlockM, params.batch,
-                             /*lists_of_queries=*/true, params.mask, stream);
-  params.num_tiles_k = plan.num_mine;
-  params.num_tiles_q = plan.num_others;
-  params.tile_lists = plan.lists;
-  params.tile_counts = plan.counts;
-  params.tile_order = plan.order;
-  params.work_counter = plan.work_counter;
+  TilePlan plan = plan_step_tiles(params, Traits::kBlockM, Traits::kBlockN,
+                                  /*lists_of_queries=*/true, stream);
 
   BackwardTensorMaps all_maps = maps;
   const bool tile_map = Traits::kTileAdds &&

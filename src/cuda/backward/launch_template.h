@@ -75,15 +75,8 @@ void run_backward_instance(BackwardParams params, const KernelOptions& options,
 
   // dK/dV: one CTA per (key tile, kv head and head split), the heaviest key tiles first; each
   // walks its key tile's list of query tiles in the tile plan.
-  TilePlan plan = plan_tiles(params.segment_ids_k, params.positions_k, params.seqlen_k,
-                             Traits::kBlockN, params.segment_ids_q, params.positions_q,
-                             params.seqlen_q, Traits::kBlockM, params.batch,
-                             /*lists_of_queries=*/true, params.mask, stream);
-  params.num_tiles_k = plan.num_mine;
-  params.num_tiles_q = plan.num_others;
-  params.tile_lists = plan.lists;
-  params.tile_counts = plan.counts;
-  params.tile_order = plan.order;
+  TilePlan plan = plan_step_tiles(params, Traits::kBlockM, Traits::kBlockN,
+                                  /*lists_of_queries=*/true, stream);
   const auto dkdv_kernel = bwd::backward_dkdv_kernel<Traits>;
   RINGPACK_CUDA_CHECK(cudaFuncSetAttribute(dkdv_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                            Traits::kSmemBytes));
@@ -95,16 +88,9 @@ void run_backward_instance(BackwardParams params, const KernelOptions& options,
   if (deterministic) {
     // dQ: one CTA per (query tile, query head) at the dQ kernel's tiles, walking its query
     // tile's list of key tiles.
-    TilePlan dq_plan = plan_tiles(params.segment_ids_q, params.positions_q, params.seqlen_q,
-                                  Traits::kDqBlockM, params.segment_ids_k, params.positions_k,
-                                  params.seqlen_k, Traits::kDqBlockN, params.batch,
-                                  /*lists_of_queries=*/false, params.mask, stream);
     BackwardParams dq_params = params;
-    dq_params.num_tiles_q = dq_plan.num_mine;
-    dq_params.num_tiles_k = dq_plan.num_others;
-    dq_params.tile_lists = dq_plan.lists;
-    dq_params.tile_counts = dq_plan.counts;
-    dq_params.tile_order = dq_plan.order;
+    TilePlan dq_plan = plan_step_tiles(dq_params, Traits::kDqBlockM, Traits::kDqBlockN,
+                                       /*lists_of_queries=*/false, stream);
     const auto dq_kernel = bwd::backward_dq_kernel<Traits>;
     RINGPACK_CUDA_CHECK(cudaFuncSetAttribute(dq_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                              Traits::kDqSmemBytes));

@@ -94,23 +94,14 @@ void run_forward_impl(const AttentionStep& step, bool merge, void* out, float* l
   const ForwardTileConfig tiles =
       wgmma ? forward_wgmma_tiles(dims.head_dim) : forward_tile_config(dims.head_dim);
   const int num_tiles_q = num_tiles(dims.seqlen_q, tiles.block_m);
-  const int num_tiles_k = num_tiles(dims.seqlen_k, tiles.block_n);
   const int slots = dims.batch * num_tiles_q;
   RINGPACK_CHECK(slots <= kMaxGridY, "batch * ceil(seqlen_q / ", tiles.block_m, ") = ", slots,
                  " query tiles exceed the grid limit ", kMaxGridY, "; split the batch");
 
-  TilePlan plan = plan_tiles(step.segment_ids_q, step.positions_q, dims.seqlen_q, tiles.block_m,
-                             step.segment_ids_k, step.positions_k, dims.seqlen_k, tiles.block_n,
-                             dims.batch, /*lists_of_queries=*/false, step.mask, stream);
-
   ForwardParams params{};
   static_cast<StepParams&>(params) = make_step_params(step);
-  params.tile_lists = plan.lists;
-  params.tile_counts = plan.counts;
-  params.tile_order = plan.order;
-  params.work_counter = plan.work_counter;
-  params.num_tiles_q = num_tiles_q;
-  params.num_tiles_k = num_tiles_k;
+  TilePlan plan = plan_step_tiles(params, tiles.block_m, tiles.block_n,
+                                  /*lists_of_queries=*/false, stream);
   params.out = out;
   params.lse = lse;
   params.out_acc = out_acc;

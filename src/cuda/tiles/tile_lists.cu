@@ -125,4 +125,23 @@ void TilePlan::release(cudaStream_t stream) {
   scratch = nullptr;
 }
 
+TilePlan plan_step_tiles(StepParams& params, int tile_q, int tile_k, bool lists_of_queries,
+                         cudaStream_t stream) {
+  TilePlan plan =
+      lists_of_queries
+          ? plan_tiles(params.segment_ids_k, params.positions_k, params.seqlen_k, tile_k,
+                       params.segment_ids_q, params.positions_q, params.seqlen_q, tile_q,
+                       params.batch, true, params.mask, stream)
+          : plan_tiles(params.segment_ids_q, params.positions_q, params.seqlen_q, tile_q,
+                       params.segment_ids_k, params.positions_k, params.seqlen_k, tile_k,
+                       params.batch, false, params.mask, stream);
+  params.tile_lists = plan.lists;
+  params.tile_counts = plan.counts;
+  params.tile_order = plan.order;
+  params.work_counter = plan.work_counter;
+  params.num_tiles_q = lists_of_queries ? plan.num_others : plan.num_mine;
+  params.num_tiles_k = lists_of_queries ? plan.num_mine : plan.num_others;
+  return plan;
+}
+
 }  // namespace ringpack::cuda

@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "core/tile_mask.h"
+#include "cuda/common/step_params.h"
 #include "ringpack/mask.h"
 
 namespace ringpack::cuda {
@@ -41,5 +42,12 @@ TilePlan plan_tiles(const int32_t* segment_ids_mine, const int32_t* positions_mi
                     int tile_mine, const int32_t* segment_ids_others,
                     const int32_t* positions_others, int seqlen_others, int tile_others, int batch,
                     bool lists_of_queries, const MaskSpec& mask, cudaStream_t stream);
+
+// plan_tiles for the step that `params` describes, at query tiles of tile_q and key tiles of
+// tile_k, with the query tiles as "my" side (lists of key tiles: the forward, the deterministic
+// dQ kernel) or, with lists_of_queries, the key tiles (lists of query tiles: the dK/dV kernels);
+// sets params' tile plan (lists, counts, order, work counter) and num_tiles_q / num_tiles_k.
+TilePlan plan_step_tiles(StepParams& params, int tile_q, int tile_k, bool lists_of_queries,
+                         cudaStream_t stream);
 
 }  // namespace ringpack::cuda
