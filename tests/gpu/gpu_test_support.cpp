@@ -23,6 +23,16 @@ bool cuda_device_available() {
   return available;
 }
 
+int device_sm_count() {
+  int sms = 0;
+  RINGPACK_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  return sms;
+}
+
+PackedBatch short_documents_then_padding() {
+  return batch_from_lengths({{100}, {7, 300}}, 700);
+}
+
 HostTensor make_host_tensor(const std::vector<float>& values, DType dtype) {
   HostTensor tensor(1, int(values.size()), dtype_size(dtype));
   tensor.bytes = to_dtype_bytes(values, dtype);

@@ -20,6 +20,14 @@ namespace ringpack::testing {
 // True when at least one CUDA device is visible and usable.
 bool cuda_device_available();
 
+// The multiprocessors of device 0 (the persistent kernels' tests leave all but a few of them to
+// other work through sm_margin). Throws when the device cannot say.
+int device_sm_count();
+
+// Two rows: a document of 100 tokens, and documents of 7 and 300; each padded to 700. Its padded
+// tails give tiles with nothing visible: the empty work items of the persistent kernels.
+PackedBatch short_documents_then_padding();
+
 // Every GPU test derives from this: it skips cleanly on machines without a device.
 class GpuTest : public ::testing::Test {
  protected:

@@ -142,8 +142,7 @@ TEST_F(CudaBackendTest, CheckSupportedRejectsKernelOptionsThatCannotHold) {
   options = BackendOptions{};
   options.backward_head_splits = -1;
   rejects(options, 128, false, "--backward-head-splits -1");
-  int sms = 0;
-  ASSERT_EQ(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0), cudaSuccess);
+  const int sms = device_sm_count();
   options = BackendOptions{};
   options.sm_margin = 8;  // the grid schedule takes every SM
   rejects(options, 128, false, "--forward-schedule persistent");

@@ -481,8 +481,7 @@ TEST_F(CudaBackward, HeadSplitsMatchReference) {
 // all turn over many times: every head dim, tile adds and atomics. Small enough for
 // compute-sanitizer (scripts/gpu_check.sh).
 void check_persistent_on_one_sm(int head_dim, GradientAdd add, int splits, uint64_t seed) {
-  int sms = 0;
-  ASSERT_EQ(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0), cudaSuccess);
+  const int sms = device_sm_count();
   BackwardSetup s;
   s.head_dim = head_dim;
   s.num_heads_q = 4;
@@ -491,7 +490,7 @@ void check_persistent_on_one_sm(int head_dim, GradientAdd add, int splits, uint6
   s.kernels.sm_margin = sms - 1;
   s.kernels.backward_grad_add = add;
   s.kernels.backward_head_splits = splits;
-  check_backward(batch_from_lengths({{100}, {7, 300}}, 700), s, seed + head_dim,
+  check_backward(short_documents_then_padding(), s, seed + head_dim,
                  "short_documents_then_padding on one CTA, head splits " + std::to_string(splits));
 }
 
@@ -509,8 +508,7 @@ TEST_F(CudaBackward, PersistentScheduleMatchesReference) {
   const uint64_t seed = seed_from_test_name();
   for (int head_dim : {64, 128, 256})
     check_persistent_on_one_sm(head_dim, GradientAdd::kAuto, 2, seed);
-  int sms = 0;
-  ASSERT_EQ(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0), cudaSuccess);
+  const int sms = device_sm_count();
   for (int margin : {sms - 3, 0}) {
     for (const NamedLayout& layout : adversarial_layouts(196, 2)) {
       BackwardSetup s;
@@ -533,8 +531,7 @@ TEST_F(CudaBackward, PersistentScheduleMatchesReference) {
 // adversarial layouts. Small enough for compute-sanitizer.
 TEST_F(CudaBackward, DqTurnsMatchReference) {
   const uint64_t seed = seed_from_test_name();
-  int sms = 0;
-  ASSERT_EQ(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0), cudaSuccess);
+  const int sms = device_sm_count();
   for (GradientAdd add : {GradientAdd::kAuto, GradientAdd::kAtomics}) {
     for (KernelSchedule schedule : {KernelSchedule::kGrid, KernelSchedule::kPersistent}) {
       // Head splits 0: a query head per CTA (items of a single step among them); 1: one CTA
@@ -549,7 +546,7 @@ TEST_F(CudaBackward, DqTurnsMatchReference) {
         s.kernels.backward_schedule = schedule;
         s.kernels.backward_head_splits = splits;
         s.kernels.sm_margin = schedule == KernelSchedule::kPersistent ? sms - 1 : 0;
-        check_backward(batch_from_lengths({{100}, {7, 300}}, 700), s, seed + splits,
+        check_backward(short_documents_then_padding(), s, seed + splits,
                        "short_documents_then_padding, head splits " + std::to_string(splits));
       }
     }

@@ -274,10 +274,8 @@ TEST_F(CudaForward, HeadDimsOnALongDocument) {
 // all adversarial layouts, then a few CTAs and every SM. Small enough for compute-sanitizer.
 TEST_F(CudaForward, PersistentCtasOnFewSmsMatchReference) {
   const uint64_t seed = seed_from_test_name();
-  int sms = 0;
-  ASSERT_EQ(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0), cudaSuccess);
-  const NamedLayout padded{"short_documents_then_padding",
-                           batch_from_lengths({{100}, {7, 300}}, 700)};
+  const int sms = device_sm_count();
+  const NamedLayout padded{"short_documents_then_padding", short_documents_then_padding()};
   for (int head_dim : {64, 128, 256}) {
     ForwardCase c = self_case(padded.name + " on one CTA", padded.batch);
     c.head_dim = head_dim;
@@ -301,10 +299,8 @@ TEST_F(CudaForward, PersistentCtasOnFewSmsMatchReference) {
 // 128 on the adversarial layouts. Small enough for compute-sanitizer.
 TEST_F(CudaForward, PingPongMatchesReference) {
   const uint64_t seed = seed_from_test_name();
-  int sms = 0;
-  ASSERT_EQ(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0), cudaSuccess);
-  const NamedLayout padded{"short_documents_then_padding",
-                           batch_from_lengths({{100}, {7, 300}}, 700)};
+  const int sms = device_sm_count();
+  const NamedLayout padded{"short_documents_then_padding", short_documents_then_padding()};
   for (int head_dim : {64, 128, 256}) {
     for (KernelSchedule schedule : {KernelSchedule::kGrid, KernelSchedule::kPersistent}) {
       const bool persistent = schedule == KernelSchedule::kPersistent;
