@@ -58,6 +58,7 @@ struct BenchCommand {
   std::string peers_file;
   std::string json_file;
   KernelFlags kernels;
+  bool deterministic = BackendOptions{}.deterministic;
   std::string backend = "cuda";
   bool verify_flag = true;                     // --verify / --no-verify
   const CLI::Option* verify_option = nullptr;  // unset: the job decides
@@ -223,6 +224,11 @@ std::string fixed(double x, int digits) {
   return out.str();
 }
 
+// The kernel flags in effect, as the header and the JSON report them.
+std::string kernel_choices(const BenchCommand& c) {
+  return c.kernels.describe() + (c.deterministic ? " --deterministic" : "");
+}
+
 void run_cp(const BenchCommand& c, DType dtype, const std::vector<Workload>& workloads,
             const BackendOptions& kernels) {
   CpBenchSetup setup;
@@ -252,6 +258,7 @@ void run(const BenchCommand& c) {
   const DType dtype = parse_dtype(c.dtype);  // a bad --dtype fails before workloads are built
   BackendOptions kernels;  // the CUDA kernel choices of the flags; other fields keep defaults
   c.kernels.apply(kernels);
+  kernels.deterministic = c.deterministic;
   std::vector<Workload> workloads;
   for (const std::string& name : c.workloads) workloads.push_back(make_workload(name));
   if (c.cp > 0) return run_cp(c, dtype, workloads, kernels);
@@ -287,7 +294,7 @@ void run(const BenchCommand& c) {
         << " kv heads, head_dim " << c.head_dim << ", causal document mask\n"
         << "# commit " << source_commit() << "; the backend's timeline, " << c.warmup
         << " warm-up + " << c.reps << " reps, median ms (min-max)\n"
-        << "# kernels: " << c.kernels.describe() << "\n"
+        << "# kernels: " << kernel_choices(c) << "\n"
         << "# TFLOP/s = 4 * head_dim * num_heads_q * visible_pairs / time (fwd); bwd 2.5x fwd\n"
         << "# ours: fwd = forward_direct (cuda: tile pre-pass + kernel, direct epilogue); bwd = "
            "delta + backward;"
@@ -368,7 +375,7 @@ void run(const BenchCommand& c) {
     out["device"] = device;
     out["backend"] = c.backend;
     out["commit"] = source_commit();
-    out["kernels"] = c.kernels.describe();
+    out["kernels"] = kernel_choices(c);
     out["formula"] = "fwd TFLOP/s = 4*head_dim*num_heads_q*pairs/time; bwd = 2.5x";
     out["results"] = json_results;
     std::ofstream file(c.json_file);
@@ -403,6 +410,8 @@ void add_bench_command(CLI::App& app) {
   command->add_option("--reps", state->reps, "timed repetitions (median reported)")
       ->check(CLI::Range(1, 100000));
   command->add_flag("!--no-backward", state->backward, "time the forward only");
+  command->add_flag("--deterministic", state->deterministic,
+                    "bit-reproducible accumulation (CUDA: the deterministic backward kernels)");
   command->add_flag("--layouts-only", state->layouts_only,
                     "write --layouts-out and exit (for bench/peers.py)");
   command->add_option("--layouts-out", state->layouts_out,

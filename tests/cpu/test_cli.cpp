@@ -634,11 +634,16 @@ TEST_F(CliTest, BenchRejectsBadWorkloadsAndAMissingLayoutsOut) {
 TEST_F(CliTest, BenchOnTheCpuBackendChecksForwardAndBackward) {
   const CliResult result =
       run("bench --backend cpu --workloads packed-1k --heads-q 2 --heads-kv 1 --head-dim 16 "
-          "--warmup 1 --reps 2 --json {dir}/bench.json");
+          "--warmup 1 --reps 2 --deterministic --json {dir}/bench.json");
   ASSERT_EQ(result.status, 0) << result.err;
   EXPECT_NE(result.out.find("cpu backend"), std::string::npos) << result.out;
   const json bench = json::parse(read_text(path("bench.json")));
   EXPECT_EQ(bench.at("backend"), "cpu");
+  // The header and the JSON name the choices in effect, --deterministic among them.
+  EXPECT_NE(result.out.find("--backward-dq-split auto --sm-margin 0 --deterministic\n"),
+            std::string::npos)
+      << result.out;
+  EXPECT_NE(bench.at("kernels").get<std::string>().find("--deterministic"), std::string::npos);
   const json& entry = bench.at("results").at(0);
   EXPECT_EQ(entry.at("pass"), "yes");
   std::vector<std::string> tensors;
@@ -654,6 +659,7 @@ TEST_F(CliTest, BenchOnTheCpuBackendChecksForwardAndBackward) {
           "--warmup 0 --reps 1 --no-verify --no-backward");
   ASSERT_EQ(unchecked.status, 0) << unchecked.err;
   EXPECT_NE(unchecked.err.find("verification off"), std::string::npos) << unchecked.err;
+  EXPECT_EQ(unchecked.out.find("--deterministic"), std::string::npos) << unchecked.out;
 }
 
 // Sizes past the limits are rejected before anything large is allocated: under a 1 GiB
