@@ -73,38 +73,29 @@ void check_supported(DType dtype, int head_dim, bool backward, const KernelOptio
                  " needs --forward-schedule persistent: the grid schedule's CTAs take every SM");
   if (!backward) return;
 
-  if (options.backward_dq_split == DqSplit::kTurns) {
-    RINGPACK_CHECK(head_dim == 64 && options.backward_loop != MainLoop::kMmaSync &&
-                       backward_has_wgmma(head_dim, options.deterministic) &&
-                       compute_capability_major(device) == kHopperMajor,
-                   "--backward-dq-split turns needs the Hopper backward at head_dim 64 (compute "
-                   "capability 9.x, not deterministic, --backward-loop auto or wgmma); use "
-                   "--backward-dq-split auto");
-  }
-  if (options.backward_schedule == KernelSchedule::kPersistent) {
-    RINGPACK_CHECK(options.backward_loop != MainLoop::kMmaSync &&
-                       backward_has_wgmma(head_dim, options.deterministic) &&
-                       compute_capability_major(device) == kHopperMajor,
-                   "--backward-schedule persistent needs the Hopper backward (compute capability "
-                   "9.x, not deterministic, --backward-loop auto or wgmma); use "
-                   "--backward-schedule grid");
-  } else {
-    RINGPACK_CHECK(options.sm_margin == 0, "--sm-margin ", options.sm_margin,
-                   " needs --backward-schedule persistent: the grid schedule's CTAs take every SM");
-  }
-
   check_backward_supported(dtype, head_dim);
   const bool hopper_kernel = backward_has_wgmma(head_dim, options.deterministic);
   const char* const why_not = options.deterministic
                                   ? "the deterministic backward runs the mma.sync kernels"
                                   : "the Hopper backward serves head_dim 64, 128 and 256 only";
   check_hopper_loop(options.backward_loop, hopper_kernel, "--backward-loop", why_not, device);
+  const bool hopper_backward = options.backward_loop != MainLoop::kMmaSync && hopper_kernel &&
+                               compute_capability_major(device) == kHopperMajor;
+  RINGPACK_CHECK(options.backward_schedule == KernelSchedule::kPersistent || options.sm_margin == 0,
+                 "--sm-margin ", options.sm_margin,
+                 " needs --backward-schedule persistent: the grid schedule's CTAs take every SM");
+  RINGPACK_CHECK(options.backward_schedule != KernelSchedule::kPersistent || hopper_backward,
+                 "--backward-schedule persistent needs the Hopper backward (compute capability "
+                 "9.x, not deterministic, --backward-loop auto or wgmma); use "
+                 "--backward-schedule grid");
+  RINGPACK_CHECK(options.backward_dq_split != DqSplit::kTurns ||
+                     (hopper_backward && backward_wgmma_dq_turns(head_dim)),
+                 "--backward-dq-split turns needs the Hopper backward at head_dim 64 (compute "
+                 "capability 9.x, not deterministic, --backward-loop auto or wgmma); use "
+                 "--backward-dq-split auto");
   if (options.backward_grad_add == GradientAdd::kTma) {
     // Only the Hopper backward adds by TMA reductions; the mma.sync backward adds by atomics.
-    const bool hopper_backward = options.backward_loop != MainLoop::kMmaSync && hopper_kernel &&
-                                 backward_wgmma_tile_adds(head_dim) &&
-                                 compute_capability_major(device) == kHopperMajor;
-    RINGPACK_CHECK(hopper_backward,
+    RINGPACK_CHECK(hopper_backward && backward_wgmma_tile_adds(head_dim),
                    "--backward-grad-add tma needs the Hopper backward with tile adds (head_dim 64 "
                    "or 128, not deterministic, compute capability 9.x, --backward-loop auto or "
                    "wgmma); use --backward-grad-add auto");

@@ -416,6 +416,19 @@ TEST_F(CudaBackward, NonCausalAndSlidingWindowMasks) {
   }
 }
 
+// The adversarial layouts of 196 tokens as cp 2 shards (dual chunk swap), with `kernels`.
+void check_adversarial_shards(int head_dim, uint64_t seed, const cuda::KernelOptions& kernels,
+                              const std::string& label = "") {
+  for (const NamedLayout& layout : adversarial_layouts(196, 2)) {
+    BackwardSetup s;
+    s.head_dim = head_dim;
+    s.cp = 2;
+    s.reorder = ReorderSpec{ReorderKind::kDualChunkSwap, 1};
+    s.kernels = kernels;
+    check_backward(layout.batch, s, seed, layout.name + label);
+  }
+}
+
 // Two rows of documents longer than many tiles, GQA 4:1.
 void check_long_documents(int head_dim, uint64_t seed, const cuda::KernelOptions& kernels = {}) {
   const PackedBatch batch = batch_from_lengths({{700, 1, 300}, {1001}}, 1001);
@@ -440,14 +453,7 @@ TEST_F(CudaBackward, MmaSyncLoopMatchesReference) {
   mma_sync.backward_loop = MainLoop::kMmaSync;
   for (int head_dim : {64, 128, 256}) {
     check_long_documents(head_dim, seed, mma_sync);
-    for (const NamedLayout& layout : adversarial_layouts(196, 2)) {
-      BackwardSetup setup;
-      setup.head_dim = head_dim;
-      setup.cp = 2;
-      setup.reorder = ReorderSpec{ReorderKind::kDualChunkSwap, 1};
-      setup.kernels = mma_sync;
-      check_backward(layout.batch, setup, seed, layout.name);
-    }
+    check_adversarial_shards(head_dim, seed, mma_sync);
   }
 }
 
@@ -510,16 +516,11 @@ TEST_F(CudaBackward, PersistentScheduleMatchesReference) {
     check_persistent_on_one_sm(head_dim, GradientAdd::kAuto, 2, seed);
   const int sms = device_sm_count();
   for (int margin : {sms - 3, 0}) {
-    for (const NamedLayout& layout : adversarial_layouts(196, 2)) {
-      BackwardSetup s;
-      s.head_dim = 128;
-      s.cp = 2;
-      s.reorder = ReorderSpec{ReorderKind::kDualChunkSwap, 1};
-      s.kernels.backward_schedule = KernelSchedule::kPersistent;
-      s.kernels.sm_margin = margin;
-      check_backward(layout.batch, s, seed + margin,
-                     layout.name + " sm_margin " + std::to_string(margin));
-    }
+    cuda::KernelOptions persistent;
+    persistent.backward_schedule = KernelSchedule::kPersistent;
+    persistent.sm_margin = margin;
+    check_adversarial_shards(128, seed + margin, persistent,
+                             " sm_margin " + std::to_string(margin));
   }
 }
 
@@ -551,14 +552,9 @@ TEST_F(CudaBackward, DqTurnsMatchReference) {
       }
     }
   }
-  for (const NamedLayout& layout : adversarial_layouts(196, 2)) {
-    BackwardSetup s;
-    s.head_dim = 64;
-    s.cp = 2;
-    s.reorder = ReorderSpec{ReorderKind::kDualChunkSwap, 1};
-    s.kernels.backward_dq_split = DqSplit::kTurns;
-    check_backward(layout.batch, s, seed, layout.name);
-  }
+  cuda::KernelOptions turns;
+  turns.backward_dq_split = DqSplit::kTurns;
+  check_adversarial_shards(64, seed, turns);
 }
 
 TEST_F(CudaBackward, HeadSplitsThatDoNotDivideTheGroupAreRejected) {

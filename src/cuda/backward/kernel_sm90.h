@@ -639,8 +639,6 @@ void launch_backward_wgmma(BackwardParams params, const BackwardTensorMaps& maps
                  " adds its gradients by atomics (no shared memory left to stage tiles); use "
                  "--backward-grad-add auto");
   params.accumulate_dq = true;
-  TilePlan plan = plan_step_tiles(params, Traits::kBlockM, Traits::kBlockN,
-                                  /*lists_of_queries=*/true, stream);
 
   BackwardTensorMaps all_maps = maps;
   const bool tile_map = Traits::kTileAdds &&
@@ -658,28 +656,28 @@ void launch_backward_wgmma(BackwardParams params, const BackwardTensorMaps& maps
                  "bases, rows a multiple of 16 bytes apart); use --backward-grad-add auto");
   const bool tiles = tile_map && grad_add != GradientAdd::kAtomics;
   const bool persistent = options.backward_schedule == KernelSchedule::kPersistent;
-  constexpr bool kCanTakeDqTurns = Traits::kDqCols == kHeadDim;
+  constexpr bool kCanTakeDqTurns = backward_wgmma_dq_turns(kHeadDim);
   const bool dq_turns = options.backward_dq_split == DqSplit::kTurns;
   RINGPACK_CHECK(kCanTakeDqTurns || !dq_turns, "--backward-dq-split turns: the Hopper backward ",
                  "at head_dim ", kHeadDim, " splits dQ by columns; dQ turns serve head_dim 64; ",
                  "use --backward-dq-split auto");
   // The kernel for (grad add, schedule, dQ turns); turns are compiled at head_dim 64 only.
-  auto pick = [&](auto add, auto turns) {
-    return persistent ? backward_wgmma_kernel<Traits, add.value, true, turns.value>
-                      : backward_wgmma_kernel<Traits, add.value, false, turns.value>;
-  };
-  using AddAtomics = std::integral_constant<GradAdd, GradAdd::kAtomics>;
-  using AddTiles = std::integral_constant<GradAdd, GradAdd::kTiles>;
-  auto kernel = pick(AddAtomics{}, std::false_type{});
-  if constexpr (kCanTakeDqTurns) {
-    if (dq_turns) kernel = pick(AddAtomics{}, std::true_type{});
-  }
-  if constexpr (Traits::kTileAdds) {
-    if (tiles) kernel = pick(AddTiles{}, std::false_type{});
+  auto pick = [&](auto add) {
+    constexpr GradAdd kAddValue = decltype(add)::value;
     if constexpr (kCanTakeDqTurns) {
-      if (tiles && dq_turns) kernel = pick(AddTiles{}, std::true_type{});
+      if (dq_turns)
+        return persistent ? backward_wgmma_kernel<Traits, kAddValue, true, true>
+                          : backward_wgmma_kernel<Traits, kAddValue, false, true>;
     }
+    return persistent ? backward_wgmma_kernel<Traits, kAddValue, true, false>
+                      : backward_wgmma_kernel<Traits, kAddValue, false, false>;
+  };
+  auto kernel = pick(std::integral_constant<GradAdd, GradAdd::kAtomics>{});
+  if constexpr (Traits::kTileAdds) {
+    if (tiles) kernel = pick(std::integral_constant<GradAdd, GradAdd::kTiles>{});
   }
+  TilePlan plan = plan_step_tiles(params, Traits::kBlockM, Traits::kBlockN,
+                                  /*lists_of_queries=*/true, stream);
   constexpr int kSmemBytes = int(sizeof(BackwardWgmmaSmem<Traits>));
   RINGPACK_CUDA_CHECK(
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));

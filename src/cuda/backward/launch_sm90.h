@@ -82,6 +82,11 @@ constexpr bool backward_wgmma_head_dim(int head_dim) {
 constexpr bool backward_wgmma_tile_adds(int head_dim) {
   return head_dim == 64 || head_dim == 128;
 }
+// Whether it can take dQ turns (DqSplit::kTurns): where one warpgroup's dQ part is all of dQ's
+// columns (head_dim 64; at 128 and 256 dQ is split by column halves).
+constexpr bool backward_wgmma_dq_turns(int head_dim) {
+  return head_dim == 64;
+}
 constexpr bool backward_has_wgmma(int head_dim, bool deterministic) {
   return backward_wgmma_head_dim(head_dim) && !deterministic;
 }

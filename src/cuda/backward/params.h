@@ -20,9 +20,9 @@ struct BackwardParams : StepParams {
   const float* lse;    // [batch, num_heads_q, seqlen_q], final forward LSE (natural log)
   const float* delta;  // [batch, num_heads_q, seqlen_q], rowsum(dO * O)
   // fp32 accumulators, added to (+=).
-  float* dq;  // [batch, seqlen_q, num_heads_q, head_dim]
-  float* dk;  // [batch, seqlen_k, num_heads_kv, head_dim]
-  float* dv;  // [batch, seqlen_k, num_heads_kv, head_dim]
+  float* dq;           // [batch, seqlen_q, num_heads_q, head_dim]
+  float* dk;           // [batch, seqlen_k, num_heads_kv, head_dim]
+  float* dv;           // [batch, seqlen_k, num_heads_kv, head_dim]
   int head_splits;     // dK/dV kernel: CTAs per (key tile, kv head), each walking heads_per_kv /
                        // head_splits query heads; > 1 adds dK/dV with atomics
   bool accumulate_dq;  // false in deterministic mode: the dK/dV kernel leaves dq alone

@@ -33,8 +33,8 @@ struct StepParams {
   const int32_t* tile_lists;   // [slots, tiles of the other side]
   const int32_t* tile_counts;  // [slots]
   const int32_t* tile_order;   // [slots]
-  int32_t* work_counter;  // persistent kernels claim work items past the first gridDim.x by
-                          // counting on it (0 at launch)
+  int32_t* work_counter;       // persistent kernels claim work items past the first gridDim.x by
+                               // counting on it (0 at launch)
   // ---- shapes ----
   int batch;
   int seqlen_q;  // tokens of the query shard

@@ -97,6 +97,14 @@ void run_forward_impl(const AttentionStep& step, bool merge, void* out, float* l
   const int slots = dims.batch * num_tiles_q;
   RINGPACK_CHECK(slots <= kMaxGridY, "batch * ceil(seqlen_q / ", tiles.block_m, ") = ", slots,
                  " query tiles exceed the grid limit ", kMaxGridY, "; split the batch");
+  RINGPACK_CHECK(wgmma || options.forward_schedule != KernelSchedule::kPersistent,
+                 "--forward-schedule persistent needs the Hopper forward, which does not serve "
+                 "this step (head_dim, device, or tensors TMA cannot describe); use "
+                 "--forward-schedule grid");
+  RINGPACK_CHECK(wgmma || options.forward_overlap != MmaOverlap::kPingPong,
+                 "--forward-overlap pingpong needs the Hopper forward, which does not serve this "
+                 "step (head_dim, device, or tensors TMA cannot describe); use --forward-overlap "
+                 "warpgroup");
 
   ForwardParams params{};
   static_cast<StepParams&>(params) = make_step_params(step);
@@ -107,14 +115,6 @@ void run_forward_impl(const AttentionStep& step, bool merge, void* out, float* l
   params.out_acc = out_acc;
   params.lse_acc = lse_acc;
 
-  RINGPACK_CHECK(wgmma || options.forward_schedule != KernelSchedule::kPersistent,
-                 "--forward-schedule persistent needs the Hopper forward, which does not serve "
-                 "this step (head_dim, device, or tensors TMA cannot describe); use "
-                 "--forward-schedule grid");
-  RINGPACK_CHECK(wgmma || options.forward_overlap != MmaOverlap::kPingPong,
-                 "--forward-overlap pingpong needs the Hopper forward, which does not serve this "
-                 "step (head_dim, device, or tensors TMA cannot describe); use --forward-overlap "
-                 "warpgroup");
   if (step.dtype == DType::kBF16) {
     dispatch<__nv_bfloat16>(params, wgmma ? &maps : nullptr, dims.head_dim, merge, options, stream);
   } else {
