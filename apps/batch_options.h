@@ -48,7 +48,6 @@ inline constexpr const char* kRunOnlyConfigKeys[] = {"backend",
                                                      "forward_schedule",
                                                      "backward_schedule",
                                                      "forward_overlap",
-                                                     "backward_dq_split",
                                                      "sm_margin"};
 
 // Where and how a command writes its result.

@@ -27,7 +27,6 @@ KernelFlags::KernelFlags() {
   forward_schedule_ = kernel_schedule_name(defaults.forward_schedule);
   backward_schedule_ = kernel_schedule_name(defaults.backward_schedule);
   forward_overlap_ = mma_overlap_name(defaults.forward_overlap);
-  backward_dq_split_ = dq_split_name(defaults.backward_dq_split);
   sm_margin_ = defaults.sm_margin;
 }
 
@@ -50,21 +49,20 @@ void KernelFlags::add_to(CLI::App& command, const std::string& group, ConfigKeys
       "CUDA backward CTAs per (key tile, kv head): a divisor of --heads-q / --heads-kv; 0 = one "
       "per query head");
   add("--forward-schedule", "forward_schedule", forward_schedule_,
-      "CUDA Hopper forward: grid (one CTA per query head and query tile) or persistent (one CTA "
-      "per SM, --sm-margin fewer, walking the tiles heaviest first)");
+      "CUDA Hopper forward: auto (persistent at head_dim 64, else grid: the faster on an H200), "
+      "grid (one CTA per query head and query tile) or persistent (one CTA per SM, --sm-margin "
+      "fewer, walking the tiles heaviest first)");
   add("--backward-schedule", "backward_schedule", backward_schedule_,
-      "CUDA Hopper backward: grid (one CTA per key tile and kv head) or persistent (one CTA per "
-      "SM, --sm-margin fewer, walking the key tiles heaviest first)");
+      "CUDA Hopper backward: auto (grid: the faster on an H200), grid (one CTA per key tile and "
+      "kv head) or persistent (one CTA per SM, --sm-margin fewer, walking the key tiles "
+      "heaviest first)");
   add("--forward-overlap", "forward_overlap", forward_overlap_,
-      "CUDA Hopper forward: warpgroup (each consumer warpgroup overlaps its softmax with its own "
-      "MMAs) or pingpong (the two also take turns to issue their MMAs)");
-  add("--backward-dq-split", "backward_dq_split", backward_dq_split_,
-      "CUDA Hopper backward: auto (dQ by column halves at head_dim 128 and 256, by keys at 64) or "
-      "turns (head_dim 64: one warpgroup per query tile over all keys, half the dQ additions)");
+      "CUDA Hopper forward: auto (pingpong at head_dim 256, else warpgroup: the faster on an "
+      "H200), warpgroup (each consumer warpgroup overlaps its softmax with its own MMAs) or "
+      "pingpong (the two also take turns to issue their MMAs)");
   add("--sm-margin", "sm_margin", sm_margin_,
-      "CUDA: SMs the persistent kernels leave free for NCCL transfers beside them (needs "
-      "--forward-schedule persistent, and --backward-schedule persistent with the backward); "
-      "0 = all SMs");
+      "CUDA: SMs the persistent kernels leave free for NCCL transfers beside them (needs the "
+      "persistent forward, and --backward-schedule persistent with the backward); 0 = all SMs");
 }
 
 void KernelFlags::apply(BackendOptions& options) const {
@@ -81,7 +79,6 @@ void KernelFlags::apply(BackendOptions& options) const {
   options.backward_schedule =
       parse_flag("--backward-schedule", backward_schedule_, parse_kernel_schedule);
   options.forward_overlap = parse_flag("--forward-overlap", forward_overlap_, parse_mma_overlap);
-  options.backward_dq_split = parse_flag("--backward-dq-split", backward_dq_split_, parse_dq_split);
   RINGPACK_CHECK(sm_margin_ >= 0, "--sm-margin ", sm_margin_,
                  " is negative: give the number of SMs to leave free, or 0");
   options.sm_margin = sm_margin_;
@@ -92,8 +89,7 @@ std::string KernelFlags::describe() const {
          " --backward-grad-add " + backward_grad_add_ + " --backward-head-splits " +
          std::to_string(backward_head_splits_) + " --forward-schedule " + forward_schedule_ +
          " --backward-schedule " + backward_schedule_ + " --forward-overlap " + forward_overlap_ +
-         " --backward-dq-split " + backward_dq_split_ + " --sm-margin " +
-         std::to_string(sm_margin_);
+         " --sm-margin " + std::to_string(sm_margin_);
 }
 
 }  // namespace ringpack::cli

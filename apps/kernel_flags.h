@@ -1,8 +1,7 @@
 // The CUDA kernel choices of BackendOptions (include/ringpack/attention.h) as flags, shared by
 // `ringpack run` and `ringpack bench` (--forward-loop, --backward-loop, --backward-grad-add,
-// --backward-head-splits, --forward-schedule, --backward-schedule, --forward-overlap,
-// --backward-dq-split and --sm-margin), with BackendOptions' defaults. The CPU backends ignore
-// them.
+// --backward-head-splits, --forward-schedule, --backward-schedule, --forward-overlap and
+// --sm-margin), with BackendOptions' defaults. The CPU backends ignore them.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -35,7 +34,6 @@ class KernelFlags {
   std::string forward_schedule_;
   std::string backward_schedule_;
   std::string forward_overlap_;
-  std::string backward_dq_split_;
   int sm_margin_;
 };
 

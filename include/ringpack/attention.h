@@ -133,32 +133,26 @@ MainLoop parse_main_loop(std::string_view name);
 // CUDA: how the Hopper kernels' CTAs meet their work items (forward: a query head and query
 // tile; backward: a key tile and kv head).
 enum class KernelSchedule {
+  kAuto,        // the one measured faster (docs/benchmarks.md): the forward persistent at
+                // head_dim 64, grid at 128 and 256; the backward grid
   kGrid,        // one CTA per item, the heaviest tiles launched first
   kPersistent,  // one CTA per SM (BackendOptions::sm_margin fewer), each walking items in that
                 // order; the next item's loads start while the current item finishes
 };
-const char* kernel_schedule_name(KernelSchedule schedule);  // "grid", "persistent"
+const char* kernel_schedule_name(KernelSchedule schedule);  // "auto", "grid", "persistent"
 KernelSchedule parse_kernel_schedule(std::string_view name);
 
 // CUDA: how the Hopper forward's two consumer warpgroups keep the tensor cores busy while they
 // compute the softmax.
 enum class MmaOverlap {
+  kAuto,       // the one measured faster (docs/benchmarks.md): pingpong at head_dim 256,
+               // warpgroup at 64 and 128
   kWarpgroup,  // each warpgroup issues S_{j+1} with P_j V_j and runs S_{j+1}'s softmax meanwhile
   kPingPong,   // also: the warpgroups take turns to issue their MMAs, so one's softmax runs
                // while the other's MMAs occupy the tensor cores
 };
-const char* mma_overlap_name(MmaOverlap overlap);  // "warpgroup", "pingpong"
+const char* mma_overlap_name(MmaOverlap overlap);  // "auto", "warpgroup", "pingpong"
 MmaOverlap parse_mma_overlap(std::string_view name);
-
-// CUDA: how the Hopper backward's two consumer warpgroups share the dQ of a query tile.
-enum class DqSplit {
-  kAuto,   // by column halves at head_dim 128 and 256; at 64 by keys (each warpgroup adds the
-           // part of its own 64 keys)
-  kTurns,  // head_dim 64: one warpgroup per query tile, over all 128 keys, the two taking turns
-           // (half the dQ additions)
-};
-const char* dq_split_name(DqSplit split);  // "auto", "turns"
-DqSplit parse_dq_split(std::string_view name);
 
 // CUDA: how the Hopper backward adds dQ, dK and dV into the fp32 accumulators.
 enum class GradientAdd {
@@ -189,15 +183,13 @@ struct BackendOptions {
   // one per group, the only value it accepts besides 0).
   int backward_head_splits = 0;
   // CUDA: the Hopper forward's and backward's schedules.
-  KernelSchedule forward_schedule = KernelSchedule::kGrid;
-  KernelSchedule backward_schedule = KernelSchedule::kGrid;
+  KernelSchedule forward_schedule = KernelSchedule::kAuto;
+  KernelSchedule backward_schedule = KernelSchedule::kAuto;
   // CUDA: the Hopper forward's overlap of the softmax with the MMAs.
-  MmaOverlap forward_overlap = MmaOverlap::kWarpgroup;
-  // CUDA: the Hopper backward's split of dQ between its warpgroups.
-  DqSplit backward_dq_split = DqSplit::kAuto;
+  MmaOverlap forward_overlap = MmaOverlap::kAuto;
   // CUDA: SMs that the persistent kernels leave free, so that NCCL transfers of context
-  // parallelism run beside them; 0 = every SM. Needs KernelSchedule::kPersistent for every
-  // direction that runs.
+  // parallelism run beside them; 0 = every SM. Needs the persistent schedule (chosen, or auto's
+  // choice) for every direction that runs.
   int sm_margin = 0;
 };
 

@@ -27,6 +27,8 @@ MainLoop parse_main_loop(std::string_view name) {
 
 const char* kernel_schedule_name(KernelSchedule schedule) {
   switch (schedule) {
+    case KernelSchedule::kAuto:
+      return "auto";
     case KernelSchedule::kGrid:
       return "grid";
     case KernelSchedule::kPersistent:
@@ -36,14 +38,17 @@ const char* kernel_schedule_name(KernelSchedule schedule) {
 }
 
 KernelSchedule parse_kernel_schedule(std::string_view name) {
-  for (const KernelSchedule schedule : {KernelSchedule::kGrid, KernelSchedule::kPersistent}) {
+  for (const KernelSchedule schedule :
+       {KernelSchedule::kAuto, KernelSchedule::kGrid, KernelSchedule::kPersistent}) {
     if (name == kernel_schedule_name(schedule)) return schedule;
   }
-  RINGPACK_FAIL("unknown schedule '", excerpt(name), "': use grid or persistent");
+  RINGPACK_FAIL("unknown schedule '", excerpt(name), "': use auto, grid or persistent");
 }
 
 const char* mma_overlap_name(MmaOverlap overlap) {
   switch (overlap) {
+    case MmaOverlap::kAuto:
+      return "auto";
     case MmaOverlap::kWarpgroup:
       return "warpgroup";
     case MmaOverlap::kPingPong:
@@ -53,27 +58,11 @@ const char* mma_overlap_name(MmaOverlap overlap) {
 }
 
 MmaOverlap parse_mma_overlap(std::string_view name) {
-  for (const MmaOverlap overlap : {MmaOverlap::kWarpgroup, MmaOverlap::kPingPong}) {
+  for (const MmaOverlap overlap :
+       {MmaOverlap::kAuto, MmaOverlap::kWarpgroup, MmaOverlap::kPingPong}) {
     if (name == mma_overlap_name(overlap)) return overlap;
   }
-  RINGPACK_FAIL("unknown overlap '", excerpt(name), "': use warpgroup or pingpong");
-}
-
-const char* dq_split_name(DqSplit split) {
-  switch (split) {
-    case DqSplit::kAuto:
-      return "auto";
-    case DqSplit::kTurns:
-      return "turns";
-  }
-  return "?";
-}
-
-DqSplit parse_dq_split(std::string_view name) {
-  for (const DqSplit split : {DqSplit::kAuto, DqSplit::kTurns}) {
-    if (name == dq_split_name(split)) return split;
-  }
-  RINGPACK_FAIL("unknown dQ split '", excerpt(name), "': use auto or turns");
+  RINGPACK_FAIL("unknown overlap '", excerpt(name), "': use auto, warpgroup or pingpong");
 }
 
 const char* gradient_add_name(GradientAdd add) {

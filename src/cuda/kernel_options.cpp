@@ -45,7 +45,6 @@ KernelOptions kernel_options(const BackendOptions& options) {
   kernel.forward_schedule = options.forward_schedule;
   kernel.backward_schedule = options.backward_schedule;
   kernel.forward_overlap = options.forward_overlap;
-  kernel.backward_dq_split = options.backward_dq_split;
   kernel.sm_margin = options.sm_margin;
   return kernel;
 }
@@ -61,16 +60,18 @@ void check_supported(DType dtype, int head_dim, bool backward, const KernelOptio
   const bool hopper_forward = options.forward_loop != MainLoop::kMmaSync &&
                               forward_has_wgmma(head_dim) &&
                               compute_capability_major(device) == kHopperMajor;
-  const bool persistent = options.forward_schedule == KernelSchedule::kPersistent;
-  RINGPACK_CHECK(!persistent || hopper_forward,
+  RINGPACK_CHECK(options.forward_schedule != KernelSchedule::kPersistent || hopper_forward,
                  "--forward-schedule persistent needs the Hopper forward (compute capability "
-                 "9.x, --forward-loop auto or wgmma); use --forward-schedule grid");
+                 "9.x, --forward-loop auto or wgmma); use --forward-schedule auto");
   RINGPACK_CHECK(options.forward_overlap != MmaOverlap::kPingPong || hopper_forward,
                  "--forward-overlap pingpong needs the Hopper forward (compute capability 9.x, "
-                 "--forward-loop auto or wgmma); use --forward-overlap warpgroup");
+                 "--forward-loop auto or wgmma); use --forward-overlap auto");
   sms_for_kernels(options.sm_margin, device);
-  RINGPACK_CHECK(options.sm_margin == 0 || persistent, "--sm-margin ", options.sm_margin,
-                 " needs --forward-schedule persistent: the grid schedule's CTAs take every SM");
+  RINGPACK_CHECK(
+      options.sm_margin == 0 || (hopper_forward && forward_persistent(options, head_dim)),
+      "--sm-margin ", options.sm_margin,
+      " needs the persistent forward (--forward-schedule persistent, which auto "
+      "chooses at head_dim 64): the grid schedule's CTAs take every SM");
   if (!backward) return;
 
   check_backward_supported(dtype, head_dim);
@@ -81,18 +82,13 @@ void check_supported(DType dtype, int head_dim, bool backward, const KernelOptio
   check_hopper_loop(options.backward_loop, hopper_kernel, "--backward-loop", why_not, device);
   const bool hopper_backward = options.backward_loop != MainLoop::kMmaSync && hopper_kernel &&
                                compute_capability_major(device) == kHopperMajor;
-  RINGPACK_CHECK(options.backward_schedule == KernelSchedule::kPersistent || options.sm_margin == 0,
-                 "--sm-margin ", options.sm_margin,
+  RINGPACK_CHECK(backward_persistent(options) || options.sm_margin == 0, "--sm-margin ",
+                 options.sm_margin,
                  " needs --backward-schedule persistent: the grid schedule's CTAs take every SM");
   RINGPACK_CHECK(options.backward_schedule != KernelSchedule::kPersistent || hopper_backward,
                  "--backward-schedule persistent needs the Hopper backward (compute capability "
                  "9.x, not deterministic, --backward-loop auto or wgmma); use "
-                 "--backward-schedule grid");
-  RINGPACK_CHECK(options.backward_dq_split != DqSplit::kTurns ||
-                     (hopper_backward && backward_wgmma_dq_turns(head_dim)),
-                 "--backward-dq-split turns needs the Hopper backward at head_dim 64 (compute "
-                 "capability 9.x, not deterministic, --backward-loop auto or wgmma); use "
-                 "--backward-dq-split auto");
+                 "--backward-schedule auto");
   if (options.backward_grad_add == GradientAdd::kTma) {
     // Only the Hopper backward adds by TMA reductions; the mma.sync backward adds by atomics.
     RINGPACK_CHECK(hopper_backward && backward_wgmma_tile_adds(head_dim),

@@ -18,12 +18,30 @@ struct KernelOptions {
   GradientAdd backward_grad_add = GradientAdd::kAuto;
   int backward_head_splits = 0;  // 0 = the launcher's choice (backward_head_splits)
   bool deterministic = false;    // bit-identical backward: mma.sync kernels, dQ without atomics
-  KernelSchedule forward_schedule = KernelSchedule::kGrid;   // the Hopper forward's
-  KernelSchedule backward_schedule = KernelSchedule::kGrid;  // the Hopper backward's
-  MmaOverlap forward_overlap = MmaOverlap::kWarpgroup;       // the Hopper forward's
-  DqSplit backward_dq_split = DqSplit::kAuto;                // the Hopper backward's
+  KernelSchedule forward_schedule = KernelSchedule::kAuto;   // the Hopper forward's
+  KernelSchedule backward_schedule = KernelSchedule::kAuto;  // the Hopper backward's
+  MmaOverlap forward_overlap = MmaOverlap::kAuto;            // the Hopper forward's
   int sm_margin = 0;  // SMs the persistent kernels leave free
 };
+
+// What the Hopper kernels run for `options` at head_dim, auto resolved: the choices measured
+// faster on an H200 (docs/benchmarks.md, "Schedules and overlaps"). The forward's persistent
+// schedule won 4-5% on packed rows at head_dim 64 (dense within 1%) but lost 7% on the dense row
+// at 128; ping-pong won 4% at 256 and was within 1% at 64 and 128; the persistent backward lost
+// 3-9% at 64 and 128.
+inline bool forward_persistent(const KernelOptions& options, int head_dim) {
+  return options.forward_schedule == KernelSchedule::kAuto
+             ? head_dim == 64
+             : options.forward_schedule == KernelSchedule::kPersistent;
+}
+inline bool forward_pingpong(const KernelOptions& options, int head_dim) {
+  return options.forward_overlap == MmaOverlap::kAuto
+             ? head_dim == 256
+             : options.forward_overlap == MmaOverlap::kPingPong;
+}
+inline bool backward_persistent(const KernelOptions& options) {
+  return options.backward_schedule == KernelSchedule::kPersistent;
+}
 
 // The kernel fields of `options`.
 KernelOptions kernel_options(const BackendOptions& options);

@@ -226,16 +226,13 @@ const BadInputCase kBadInputs[] = {
      {"--backward-head-splits", "-1"}},
     {"unknown_forward_schedule",
      "run --seq-len 16 --cp 2 --forward-schedule dynamic",
-     {"--forward-schedule", "dynamic", "grid or persistent"}},
+     {"--forward-schedule", "dynamic", "auto, grid or persistent"}},
     {"unknown_backward_schedule",
      "run --seq-len 16 --cp 2 --backward-schedule eager",
-     {"--backward-schedule", "eager", "grid or persistent"}},
+     {"--backward-schedule", "eager", "auto, grid or persistent"}},
     {"unknown_forward_overlap",
      "run --seq-len 16 --cp 2 --forward-overlap interleaved",
-     {"--forward-overlap", "interleaved", "warpgroup or pingpong"}},
-    {"unknown_backward_dq_split",
-     "run --seq-len 16 --cp 2 --backward-dq-split rows",
-     {"--backward-dq-split", "rows", "auto or turns"}},
+     {"--forward-overlap", "interleaved", "auto, warpgroup or pingpong"}},
     {"negative_sm_margin", "run --seq-len 16 --cp 2 --sm-margin -2", {"--sm-margin", "-2"}},
 };
 
@@ -267,9 +264,8 @@ TEST_F(CliTest, RunAndBenchHelpShowTheKernelFlagsAndTheirDefaults) {
     for (const auto& [flag, default_value] :
          {std::pair{"--forward-loop", "[auto]"}, std::pair{"--backward-loop", "[auto]"},
           std::pair{"--backward-grad-add", "[auto]"}, std::pair{"--backward-head-splits", "[0]"},
-          std::pair{"--forward-schedule", "[grid]"}, std::pair{"--backward-schedule", "[grid]"},
-          std::pair{"--forward-overlap", "[warpgroup]"}, std::pair{"--backward-dq-split", "[auto]"},
-          std::pair{"--sm-margin", "[0]"}}) {
+          std::pair{"--forward-schedule", "[auto]"}, std::pair{"--backward-schedule", "[auto]"},
+          std::pair{"--forward-overlap", "[auto]"}, std::pair{"--sm-margin", "[0]"}}) {
       // The flag's own line (other flags' help may name it).
       const size_t at = result.out.find("\n  " + std::string(flag) + " ");
       ASSERT_NE(at, std::string::npos) << command << " --help lacks " << flag << "\n" << result.out;
@@ -583,8 +579,7 @@ TEST_F(CliTest, RunOnTheCpuAcceptsTheKernelFlags) {
       run("run --seq-len 32 --cp 2 --lengths fixed --doc-length 8 --head-dim 16 --dtype fp32 "
           "--threads 1 --quiet --forward-loop mma_sync --backward-loop wgmma "
           "--backward-grad-add atomics --backward-head-splits 2 --forward-schedule persistent "
-          "--backward-schedule persistent --forward-overlap pingpong --backward-dq-split turns "
-          "--sm-margin 4");
+          "--backward-schedule persistent --forward-overlap pingpong --sm-margin 4");
   ASSERT_EQ(result.status, kExitSuccess) << result.err;
   EXPECT_EQ(result.out.substr(result.out.size() - std::string("\nPASS\n").size()), "\nPASS\n");
 }
@@ -640,7 +635,7 @@ TEST_F(CliTest, BenchOnTheCpuBackendChecksForwardAndBackward) {
   const json bench = json::parse(read_text(path("bench.json")));
   EXPECT_EQ(bench.at("backend"), "cpu");
   // The header and the JSON name the choices in effect, --deterministic among them.
-  EXPECT_NE(result.out.find("--backward-dq-split auto --sm-margin 0 --deterministic\n"),
+  EXPECT_NE(result.out.find("--forward-overlap auto --sm-margin 0 --deterministic\n"),
             std::string::npos)
       << result.out;
   EXPECT_NE(bench.at("kernels").get<std::string>().find("--deterministic"), std::string::npos);

@@ -168,13 +168,15 @@ TEST_F(CudaBackendTest, CheckSupportedRejectsKernelOptionsThatCannotHold) {
   EXPECT_NO_THROW(make_cuda_backend(options)->check_supported(DType::kBF16, 64, false));
   options.forward_loop = MainLoop::kMmaSync;  // only the Hopper forward takes turns
   rejects(options, 64, false, "--forward-overlap pingpong");
+  // The auto schedule is persistent at head_dim 64 only, so only there can the forward leave SMs
+  // free; an mma.sync forward cannot.
   options = BackendOptions{};
-  options.backward_dq_split = DqSplit::kTurns;
-  EXPECT_NO_THROW(make_cuda_backend(options)->check_supported(DType::kBF16, 64, true));
-  EXPECT_NO_THROW(make_cuda_backend(options)->check_supported(DType::kBF16, 128, false));
-  rejects(options, 128, true, "--backward-dq-split turns");  // dQ by columns there
-  options.deterministic = true;
-  rejects(options, 64, true, "--backward-dq-split turns");
+  options.sm_margin = 8;
+  EXPECT_NO_THROW(make_cuda_backend(options)->check_supported(DType::kBF16, 64, false));
+  rejects(options, 256, false, "--forward-schedule persistent");
+  rejects(options, 64, true, "--backward-schedule persistent");
+  options.forward_loop = MainLoop::kMmaSync;
+  rejects(options, 64, false, "--sm-margin 8");
   // The backward's options do not concern a forward-only run.
   options = BackendOptions{};
   options.backward_loop = MainLoop::kWgmma;

@@ -47,9 +47,7 @@ std::string describe(const BackwardSetup& s) {
          main_loop_name(s.kernels.backward_loop) + " grad_add " +
          gradient_add_name(s.kernels.backward_grad_add) + " schedule " +
          kernel_schedule_name(s.kernels.backward_schedule) + " sm_margin " +
-         std::to_string(s.kernels.sm_margin) + " dq_split " +
-         dq_split_name(s.kernels.backward_dq_split) +
-         (s.kernels.deterministic ? " deterministic" : "");
+         std::to_string(s.kernels.sm_margin) + (s.kernels.deterministic ? " deterministic" : "");
 }
 
 // Tokens [begin, begin + count) of every row of a [batch, seq_len, width] tensor of `elem`
@@ -522,39 +520,6 @@ TEST_F(CudaBackward, PersistentScheduleMatchesReference) {
     check_adversarial_shards(128, seed + margin, persistent,
                              " sm_margin " + std::to_string(margin));
   }
-}
-
-// dQ turns at head_dim 64 (KernelOptions::backward_dq_split): one warpgroup per query tile adds
-// dQ over all 128 keys, the two taking turns, so each adds the rows it staged on every other step
-// and the one whose turn was an item's last step adds them after the walk. Items of one and of
-// many steps (heads x listed query tiles; odd and even counts), tile adds and atomics, both
-// schedules (persistent on one CTA: the turns restart with each item), head splits, and the
-// adversarial layouts. Small enough for compute-sanitizer.
-TEST_F(CudaBackward, DqTurnsMatchReference) {
-  const uint64_t seed = seed_from_test_name();
-  const int sms = device_sm_count();
-  for (GradientAdd add : {GradientAdd::kAuto, GradientAdd::kAtomics}) {
-    for (KernelSchedule schedule : {KernelSchedule::kGrid, KernelSchedule::kPersistent}) {
-      // Head splits 0: a query head per CTA (items of a single step among them); 1: one CTA
-      // walks all 4 query heads.
-      for (int splits : {0, 1}) {
-        BackwardSetup s;
-        s.head_dim = 64;
-        s.num_heads_q = 4;
-        s.num_heads_kv = 1;
-        s.kernels.backward_dq_split = DqSplit::kTurns;
-        s.kernels.backward_grad_add = add;
-        s.kernels.backward_schedule = schedule;
-        s.kernels.backward_head_splits = splits;
-        s.kernels.sm_margin = schedule == KernelSchedule::kPersistent ? sms - 1 : 0;
-        check_backward(short_documents_then_padding(), s, seed + splits,
-                       "short_documents_then_padding, head splits " + std::to_string(splits));
-      }
-    }
-  }
-  cuda::KernelOptions turns;
-  turns.backward_dq_split = DqSplit::kTurns;
-  check_adversarial_shards(64, seed, turns);
 }
 
 TEST_F(CudaBackward, HeadSplitsThatDoNotDivideTheGroupAreRejected) {

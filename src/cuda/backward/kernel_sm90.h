@@ -23,8 +23,6 @@
 //   dS^T -> shared memory, both warpgroups meet at a named barrier, then
 //   head_dim 128: dQ[:, 64 w, 64 w + 64) = dS K[:, 64 w ...) over all 128 keys,
 //   head_dim 64:  dQ partial = dS_w K_w over this warpgroup's 64 keys (launch_sm90.h says why),
-//                 or with dQ turns (KernelOptions::backward_dq_split) all of dQ over all 128 keys
-//                 by one warpgroup per step, the two taking turns: half the dQ additions,
 //   head_dim 256: both warpgroups own the same 64 keys, each its half of the dK/dV columns and
 //                 dQ[:, 128 w, 128 w + 128) (kDimSplit, launch_sm90.h),
 //   (A = dS^T read MN-major), added to the fp32 dq accumulator: each warp stages its 16 query rows
@@ -136,7 +134,7 @@ __device__ __forceinline__ void reduce_grad_boxes(const CUtensorMap* map, const 
                       batch);
 }
 
-template <class Traits, GradAdd kAdd, bool kPersistent, bool kDqTurns>
+template <class Traits, GradAdd kAdd, bool kPersistent>
 __global__ void __launch_bounds__(Traits::kNumThreads, 1)
     backward_wgmma_kernel(const __grid_constant__ BackwardParams p,
                           const __grid_constant__ BackwardTensorMaps maps) {
@@ -151,10 +149,8 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
   constexpr int kColBlocks = kHeadDim / kSwizzleCols;  // 64-column blocks of a row
   constexpr int kDSteps = kHeadDim / kWgmmaK;          // k16 steps over head_dim
   constexpr int kQSteps = kBlockM / kWgmmaK;           // k16 steps over the query tile
-  // dQ: k16 steps over the keys each warpgroup sums (all 128, or its own 64 keys at head_dim 64
-  // without dQ turns).
-  static_assert(!kDqTurns || Traits::kDqCols == Traits::kHeadDim, "dQ turns: head_dim 64 only");
-  constexpr bool kDqByKeys = Traits::kDqByKeys && !kDqTurns;
+  // dQ: k16 steps over the keys each warpgroup sums (all 128, or its own 64 keys at head_dim 64).
+  constexpr bool kDqByKeys = Traits::kDqByKeys;
   constexpr int kDqKeySteps = (kDqByKeys ? kBlockN / 2 : kBlockN) / kWgmmaK;
   constexpr int kStepsPerBlock = kSwizzleCols / kWgmmaK;  // 4
   constexpr int kSTiles = kBlockM / 8;                    // n8 tiles of S^T (queries)
@@ -324,9 +320,8 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
       advance_descriptor(smem_descriptor(smem.v, kChunkBytes, kSwizzleAtomBytes), kv_rows_offset);
   // This warpgroup's part of dQ: its first column and, in the key-major dS^T and K tiles, the
   // byte offset of its first key (its own 64 keys at head_dim 64; all keys, from column block
-  // `warpgroup` at 128 and 2 `warpgroup` at 256, and with dQ turns from column 0). B of the dQ
-  // MMAs: K read MN-major from there.
-  const int dq_col0 = Traits::kDqCols == kHeadDim ? 0 : warpgroup * Traits::kDqCols;
+  // `warpgroup` at 128 and 2 `warpgroup` at 256). B of the dQ MMAs: K read MN-major from there.
+  const int dq_col0 = kDqByKeys ? 0 : warpgroup * Traits::kDqCols;
   const uint32_t dq_key_offset = kDqByKeys ? kv_rows_offset : 0;
   const uint64_t desc_k_cols =
       advance_descriptor(smem_descriptor(smem.k, kBlockBytesKV, kSwizzleAtomBytes),
@@ -408,9 +403,7 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
       }
       wgmma_commit();
       if constexpr (kTiles) {
-        // The previous step's dQ, while S^T and dP^T run (with dQ turns: if it was this
-        // warpgroup's turn).
-        if (it > 0 && (!kDqTurns || warpgroup != (it & 1))) add_staged_dq();
+        if (it > 0) add_staged_dq();  // the previous step's dQ, while S^T and dP^T run
       }
       wgmma_wait<0>();
       fence_accumulators(s[0]);
@@ -512,19 +505,6 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
         // the dK/dV MMAs still read: wait for those first.
         wgmma_wait<0>();
       }
-      // Q, dO and the row vectors done once the MMAs are. Every thread arrives: an arrival
-      // releases only its own reads of the row vectors, which the producer overwrites next (one
-      // arrival per warp after __syncwarp is flagged by racecheck).
-      const auto release_stage = [&] { mbarrier_arrive(&smem.q_empty[stage]); };
-      if constexpr (kDqTurns) {
-        if (warpgroup != (it & 1)) {  // the other warpgroup's turn: no dQ here
-          wgmma_wait<0>();
-          fence_accumulators(acc_dv);
-          fence_accumulators(acc_dk);
-          release_stage();
-          continue;
-        }
-      }
       float dq[kQTilesHalf][4];
       const uint64_t desc_ds = advance_descriptor(
           smem_descriptor(ds_tile, kSwizzleAtomBytes, kSwizzleAtomBytes), dq_key_offset);
@@ -538,7 +518,10 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
       fence_accumulators(acc_dv);
       fence_accumulators(acc_dk);
       fence_accumulators(dq);
-      release_stage();
+      // Q, dO and the row vectors done. Every thread arrives: an arrival releases only its own
+      // reads of the row vectors, which the producer overwrites next (one arrival per warp after
+      // __syncwarp is flagged by racecheck).
+      mbarrier_arrive(&smem.q_empty[stage]);
 
       // dq[query, head, dq_col0 ...) += scale dQ part: this warp's rows 16 (warp % 4) .. + 15.
       if constexpr (kTiles) {
@@ -559,8 +542,7 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
       }
     }
     if constexpr (kTiles) {
-      // The last step's rows (with dQ turns: the last staged ones, if not yet added).
-      if (!kDqTurns || warpgroup == ((steps - 1) & 1)) add_staged_dq();
+      add_staged_dq();  // the last step's rows
 
       // dK += scale dK_tile, dV += dV_tile: this warp's 16 keys staged in the K / V tiles and the
       // Q / dO stages (free once both warpgroups are past their last MMAs), added by 4 + 4 tensor
@@ -655,22 +637,12 @@ void launch_backward_wgmma(BackwardParams params, const BackwardTensorMaps& maps
                  "--backward-grad-add tma: TMA cannot describe dq, dk or dv (16-byte aligned "
                  "bases, rows a multiple of 16 bytes apart); use --backward-grad-add auto");
   const bool tiles = tile_map && grad_add != GradientAdd::kAtomics;
-  const bool persistent = options.backward_schedule == KernelSchedule::kPersistent;
-  constexpr bool kCanTakeDqTurns = backward_wgmma_dq_turns(kHeadDim);
-  const bool dq_turns = options.backward_dq_split == DqSplit::kTurns;
-  RINGPACK_CHECK(kCanTakeDqTurns || !dq_turns, "--backward-dq-split turns: the Hopper backward ",
-                 "at head_dim ", kHeadDim, " splits dQ by columns; dQ turns serve head_dim 64; ",
-                 "use --backward-dq-split auto");
-  // The kernel for (grad add, schedule, dQ turns); turns are compiled at head_dim 64 only.
+  const bool persistent = backward_persistent(options);
+  // The kernel for (grad add, schedule).
   auto pick = [&](auto add) {
     constexpr GradAdd kAddValue = decltype(add)::value;
-    if constexpr (kCanTakeDqTurns) {
-      if (dq_turns)
-        return persistent ? backward_wgmma_kernel<Traits, kAddValue, true, true>
-                          : backward_wgmma_kernel<Traits, kAddValue, false, true>;
-    }
-    return persistent ? backward_wgmma_kernel<Traits, kAddValue, true, false>
-                      : backward_wgmma_kernel<Traits, kAddValue, false, false>;
+    return persistent ? backward_wgmma_kernel<Traits, kAddValue, true>
+                      : backward_wgmma_kernel<Traits, kAddValue, false>;
   };
   auto kernel = pick(std::integral_constant<GradAdd, GradAdd::kAtomics>{});
   if constexpr (Traits::kTileAdds) {

@@ -25,9 +25,9 @@ namespace ringpack::cuda {
 // consumer warpgroups: at head_dim 128 by columns (warpgroup w: columns [64 w, 64 w + 64) over
 // all 128 keys, reading both warpgroups' dS^T), at head_dim 64 by keys (warpgroup w: all 64
 // columns over its own 64 keys; both halves are added to the fp32 accumulator): a 64-wide dQ has
-// no column halves of the 64 columns a wgmma needs. Or, at head_dim 64 with dQ turns
-// (DqSplit::kTurns), by steps: one warpgroup computes the whole 64 x 64 dQ over all 128 keys, the
-// two taking turns, which halves the dQ additions for the same MMA work.
+// no column halves of the 64 columns a wgmma needs. (Splitting it by steps instead, one
+// warpgroup computing all of dQ over the 128 keys in turns, halved the dQ additions but measured
+// 10-14% slower on packed rows; docs/history.md, session 12.)
 //
 // head_dim 256 (kDimSplit): dK and dV of 64 keys would take 128 + 128 registers a thread, so both
 // warpgroups own the same kBlockN = 64 keys and each accumulates dK, dV over its half of the
@@ -81,11 +81,6 @@ constexpr bool backward_wgmma_head_dim(int head_dim) {
 }
 constexpr bool backward_wgmma_tile_adds(int head_dim) {
   return head_dim == 64 || head_dim == 128;
-}
-// Whether it can take dQ turns (DqSplit::kTurns): where one warpgroup's dQ part is all of dQ's
-// columns (head_dim 64; at 128 and 256 dQ is split by column halves).
-constexpr bool backward_wgmma_dq_turns(int head_dim) {
-  return head_dim == 64;
 }
 constexpr bool backward_has_wgmma(int head_dim, bool deterministic) {
   return backward_wgmma_head_dim(head_dim) && !deterministic;

@@ -65,11 +65,7 @@ void run_backward_instance(BackwardParams params, const KernelOptions& options,
   RINGPACK_CHECK(options.backward_schedule != KernelSchedule::kPersistent,
                  "--backward-schedule persistent needs the Hopper backward, which does not serve "
                  "this step (head_dim, not deterministic, compute capability 9.x, aligned "
-                 "tensors); use --backward-schedule grid");
-  RINGPACK_CHECK(options.backward_dq_split != DqSplit::kTurns,
-                 "--backward-dq-split turns needs the Hopper backward at head_dim 64, which does "
-                 "not serve this step (not deterministic, compute capability 9.x, aligned "
-                 "tensors); use --backward-dq-split auto");
+                 "tensors); use --backward-schedule auto");
   const bool deterministic = options.deterministic;
   params.accumulate_dq = !deterministic;
 

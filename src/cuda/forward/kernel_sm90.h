@@ -461,8 +461,8 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
 template <class Traits, bool kMerge>
 void launch_forward_wgmma(const ForwardParams& params, const ForwardTensorMaps& maps,
                           const KernelOptions& options, cudaStream_t stream) {
-  const bool persistent = options.forward_schedule == KernelSchedule::kPersistent;
-  const bool pingpong = options.forward_overlap == MmaOverlap::kPingPong;
+  const bool persistent = forward_persistent(options, Traits::kHeadDim);
+  const bool pingpong = forward_pingpong(options, Traits::kHeadDim);
   auto run = [&](auto kernel, auto persistent) {
     constexpr int kSmemBytes = int(sizeof(ForwardWgmmaSmemFor<Traits, persistent.value>));
     RINGPACK_CUDA_CHECK(

@@ -100,11 +100,14 @@ void run_forward_impl(const AttentionStep& step, bool merge, void* out, float* l
   RINGPACK_CHECK(wgmma || options.forward_schedule != KernelSchedule::kPersistent,
                  "--forward-schedule persistent needs the Hopper forward, which does not serve "
                  "this step (head_dim, device, or tensors TMA cannot describe); use "
-                 "--forward-schedule grid");
+                 "--forward-schedule auto");
+  RINGPACK_CHECK(wgmma || options.sm_margin == 0, "--sm-margin ", options.sm_margin,
+                 " needs the persistent Hopper forward, which does not serve this step (head_dim, "
+                 "device, or tensors TMA cannot describe); use --sm-margin 0");
   RINGPACK_CHECK(wgmma || options.forward_overlap != MmaOverlap::kPingPong,
                  "--forward-overlap pingpong needs the Hopper forward, which does not serve this "
                  "step (head_dim, device, or tensors TMA cannot describe); use --forward-overlap "
-                 "warpgroup");
+                 "auto");
 
   ForwardParams params{};
   static_cast<StepParams&>(params) = make_step_params(step);
