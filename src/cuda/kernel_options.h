@@ -26,9 +26,9 @@ struct KernelOptions {
 
 // What the Hopper kernels run for `options` at head_dim, auto resolved: the choices measured
 // faster on an H200 (docs/benchmarks.md, "Schedules and overlaps"). The forward's persistent
-// schedule won 4-5% on packed rows at head_dim 64 (dense within 1%) but lost 7% on the dense row
-// at 128; ping-pong won 4% at 256 and was within 1% at 64 and 128; the persistent backward lost
-// 3-9% at 64 and 128.
+// schedule won 5-6% on packed rows at head_dim 64 (the dense row 1% slower; 4% on an H100) but
+// lost 7% on the dense row at 128; ping-pong won 4% at 256 (3-6% on an H100, dense included) and
+// was within 1% at 64 and 128; the persistent backward lost 3-9% at 64 and 128.
 inline bool forward_persistent(const KernelOptions& options, int head_dim) {
   return options.forward_schedule == KernelSchedule::kAuto
              ? head_dim == 64
