@@ -111,7 +111,6 @@ void add_run_command(CLI::App& app) {
                        "ranks of one GPU), mpi (one CPU rank per process, under mpirun), nccl "
                        "(one GPU per process, under torchrun or mpirun); default: threads, or "
                        "device with --backend cuda")
-          ->check(CLI::IsMember({"threads", "device", "mpi", "nccl"}))
           ->group(group);
   state->keys.add("comm", comm, store_into(state->comm, "comm"));
   CLI::Option* comm_timeout =

@@ -3,6 +3,7 @@
 #include <memory>
 #include <utility>
 
+#include "core/excerpt.h"
 #include "ringpack/comm.h"
 #include "ringpack/error.h"
 
@@ -41,11 +42,11 @@ const char* comm_kind_name(CommKind kind) {
 }
 
 CommKind parse_comm_kind(std::string_view name) {
-  if (name == "threads") return CommKind::kThreads;
-  if (name == "device") return CommKind::kDevice;
-  if (name == "mpi") return CommKind::kMpi;
-  if (name == "nccl") return CommKind::kNccl;
-  RINGPACK_FAIL("unknown communicator '", name, "': use threads, device, mpi or nccl");
+  for (const CommKind kind :
+       {CommKind::kThreads, CommKind::kDevice, CommKind::kMpi, CommKind::kNccl}) {
+    if (name == comm_kind_name(kind)) return kind;
+  }
+  RINGPACK_FAIL("unknown communicator '", excerpt(name), "': use threads, device, mpi or nccl");
 }
 
 std::unique_ptr<CommRequest> Communicator::exchange(const void* send, int dst, void* recv, int src,

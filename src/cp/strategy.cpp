@@ -1,4 +1,5 @@
 // Names of the CP strategies (docs/design.md §4).
+#include "core/excerpt.h"
 #include "ringpack/cp.h"
 #include "ringpack/error.h"
 
@@ -15,9 +16,10 @@ const char* strategy_name(Strategy strategy) {
 }
 
 Strategy parse_strategy(std::string_view name) {
-  if (name == "ring") return Strategy::kRing;
-  if (name == "all_gather") return Strategy::kAllGather;
-  RINGPACK_FAIL("unknown CP strategy '", name, "': use ring or all_gather");
+  for (const Strategy strategy : {Strategy::kRing, Strategy::kAllGather}) {
+    if (name == strategy_name(strategy)) return strategy;
+  }
+  RINGPACK_FAIL("unknown CP strategy '", excerpt(name), "': use ring or all_gather");
 }
 
 }  // namespace ringpack

@@ -1,5 +1,6 @@
 // The one place that maps a BackendKind to an implementation.
 
+#include "core/excerpt.h"
 #include "cpu/blocked_backend.h"
 #include "cpu/reference_backend.h"
 #include "ringpack/attention.h"
@@ -23,10 +24,10 @@ const char* backend_kind_name(BackendKind kind) {
 }
 
 BackendKind parse_backend_kind(std::string_view name) {
-  if (name == "reference") return BackendKind::kReference;
-  if (name == "cpu") return BackendKind::kCpu;
-  if (name == "cuda") return BackendKind::kCuda;
-  RINGPACK_FAIL("unknown backend '", name, "': use reference, cpu or cuda");
+  for (const BackendKind kind : {BackendKind::kReference, BackendKind::kCpu, BackendKind::kCuda}) {
+    if (name == backend_kind_name(kind)) return kind;
+  }
+  RINGPACK_FAIL("unknown backend '", excerpt(name), "': use reference, cpu or cuda");
 }
 
 std::unique_ptr<AttentionBackend> make_backend(BackendKind kind, const BackendOptions& options) {

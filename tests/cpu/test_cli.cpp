@@ -280,9 +280,10 @@ TEST_F(CliTest, RunAndBenchHelpShowTheKernelFlagsAndTheirDefaults) {
 TEST_F(CliTest, RunHelpShowsBooleanPairsAndCommunicatorDefaults) {
   const CliResult result = run("run --help");
   EXPECT_EQ(result.status, kExitSuccess);
-  for (const char* text : {"--packing,--no-packing [--packing]", "--causal,--non-causal [--causal]",
-                           "--backward,--no-backward [--backward]", "{threads,device,mpi,nccl}",
-                           "--comm-timeout FLOAT [300]", "--trace"}) {
+  for (const char* text :
+       {"--packing,--no-packing [--packing]", "--causal,--non-causal [--causal]",
+        "--backward,--no-backward [--backward]", "how ranks talk: threads (CPU ranks",
+        "--comm-timeout FLOAT [300]", "--trace"}) {
     EXPECT_NE(result.out.find(text), std::string::npos) << "run --help lacks " << text << "\n"
                                                         << result.out;
   }
@@ -609,12 +610,22 @@ TEST_F(CliTest, PlanAndLayoutPrintProgressOnStderr) {
   EXPECT_EQ(run("layout --seq-len 64 --cp 4 --quiet").err, "");
 }
 
-// A long value with control bytes is quoted as a short escaped excerpt, and the fix survives.
+// A long value with control bytes is quoted as a short escaped excerpt, and the fix survives,
+// for every option that names one of a set.
 TEST_F(CliTest, ErrorsQuoteAShortEscapedExcerptOfABadValue) {
   const std::string value = "\"$(printf 'zz\\033[31m\\007')" + std::string(5000, 'y') + "\"";
-  const CliResult result = expect_bad_input("layout --quiet --reorder " + value,
-                                            {"zz\\x1b[31m\\x07yyy", "5008 bytes)", "use "});
-  EXPECT_LT(result.err.size(), 200u) << result.err;
+  for (const auto& [command, fix] :
+       {std::pair{"layout --quiet --reorder ", "use auto, contiguous"},
+        std::pair{"run --quiet --seq-len 16 --cp 2 --backend ", "use reference, cpu or cuda"},
+        std::pair{"run --quiet --seq-len 16 --cp 2 --comm ", "use threads, device, mpi or nccl"},
+        std::pair{"run --quiet --seq-len 16 --cp 2 --strategy ", "use ring or all_gather"},
+        std::pair{"run --quiet --seq-len 16 --cp 2 --dtype ", "use fp32, bf16 or fp16"},
+        std::pair{"run --quiet --seq-len 16 --cp 2 --forward-schedule ",
+                  "use auto, grid or persistent"}}) {
+    const CliResult result =
+        expect_bad_input(command + value, {"zz\\x1b[31m\\x07yyy", "5008 bytes)", fix});
+    EXPECT_LT(result.err.size(), 200u) << result.err;
+  }
 }
 
 // bench has no --output: its bad input is checked here.
