@@ -8,14 +8,17 @@
 #     profile (or PROFILE=1 with any mode) = ncu of one forward and one backward launch
 #   env: OUT (log dir), BUILD_DIR (default build-gpu),
 #        BENCH_WORKLOADS (default dense-16k,packed-16k,packed-64k), BENCH_REPS (default 30),
-#        BENCH_VARIANTS="--flag a;--flag b --other c" also benches ours under each set of
-#        `ringpack bench` kernel flags (A/B in one run), e.g. "--forward-loop mma_sync
-#        --backward-loop mma_sync;--backward-head-splits 2;--backward-grad-add atomics",
+#        BENCH_VARIANTS="--flag a;--flag b --other c" also times ours under each set of
+#        `ringpack bench` kernel flags against the defaults, in alternating rounds (AB_ROUNDS,
+#        default 3; scripts/ab_summary.py prints the medians and ratios), e.g.
+#        "--forward-overlap pingpong;--forward-schedule persistent",
 #        AB_BASELINE=DIR (with mode all, bench or ab) builds the tree in DIR too (e.g. the commit
 #        before a change: git archive REV | tar -x -C DIR) and times both CLIs in alternating
-#        rounds (AB_ROUNDS, default 3): the medians and ours / baseline per workload;
-#        AB_FLAGS="--head-dim 256 --backward-loop mma_sync" adds `ringpack bench` flags to both
-#        sides (flags both trees accept)
+#        rounds (AB_ROUNDS): the medians and ours / baseline per workload;
+#        AB_FLAGS="--head-dim 256 --no-backward" adds `ringpack bench` flags to every timed run
+#        of both kinds of A/B (flags both trees accept),
+#        PACK_LOGS=1 packs the logs into $OUT/logs.tgz at the end, beside summary.txt and
+#        bench.json (for the device tool, which brings back at most 8 files)
 # Needs .deps/ from scripts/fetch_device_deps.sh (CLI11, nlohmann-json, yaml-cpp) on machines
 # without network.
 set -uo pipefail
@@ -90,14 +93,22 @@ if [[ "$MODE" == all || "$MODE" == bench || "$MODE" == quick ]]; then
       --json "$OUT/peers.json" >"$OUT/peers.log" 2>&1 || note "peers: FAILED (see peers.log)"
   fi
   IFS=';' read -ra VARIANTS <<<"${BENCH_VARIANTS:-}"
-  for i in "${!VARIANTS[@]}"; do
-    read -ra flags <<<"${VARIANTS[$i]}"
+  if (( ${#VARIANTS[@]} > 0 )); then
+    VARIANTS=("" "${VARIANTS[@]}")  # variant 0: the defaults
     # Timing only: the main bench below checks the kernels against the fp64 reference.
-    "$CLI" bench --workloads "$WORKLOADS" --reps "$REPS" --no-verify "${flags[@]}" \
-      >"$OUT/bench_variant_$i.txt" 2>&1
-    note "ours with ${VARIANTS[$i]}: exit $?"
-    grep -E "^(workload|dense|packed)" "$OUT/bench_variant_$i.txt" >>"$SUMMARY"
-  done
+    for round in $(seq 1 "${AB_ROUNDS:-3}"); do
+      for i in "${!VARIANTS[@]}"; do
+        read -ra flags <<<"${VARIANTS[$i]}"
+        # shellcheck disable=SC2086  # AB_FLAGS: several flags
+        "$CLI" bench --workloads "$WORKLOADS" --reps "$REPS" --no-verify ${AB_FLAGS:-} \
+          "${flags[@]}" --json "$OUT/variant_${i}_$round.json" \
+          >"$OUT/variant_${i}_$round.txt" 2>&1 || note "variant [$i] round $round: FAILED"
+      done
+    done
+    SIDES=("0=defaults")
+    for i in "${!VARIANTS[@]}"; do (( i > 0 )) && SIDES+=("$i=${VARIANTS[$i]}"); done
+    python3 scripts/ab_summary.py "$OUT" variant "${SIDES[@]}" | tee -a "$SUMMARY"
+  fi
   PEERS=(); [[ -s "$OUT/peers.json" ]] && PEERS=(--peers "$OUT/peers.json")
   "$CLI" bench --workloads "$WORKLOADS" --reps "$REPS" "${PEERS[@]}" \
     --json "$OUT/bench.json" >"$OUT/bench.txt" 2>"$OUT/bench.log"
@@ -129,22 +140,7 @@ if [[ -n "${AB_BASELINE:-}" && ( "$MODE" == all || "$MODE" == bench || "$MODE" =
           note "A/B $side round $round: FAILED"
       done
     done
-    python3 - "$OUT" <<'PY' | tee -a "$SUMMARY"
-import glob, json, statistics, sys
-times = {}
-for path in sorted(glob.glob(f"{sys.argv[1]}/ab_*_*.json")):
-    side = path.rsplit("/", 1)[1].split("_")[1]
-    for r in json.load(open(path))["results"]:
-        for d in ("fwd", "bwd"):
-            if r.get(f"{d}_ms") is not None:
-                times.setdefault((r["workload"], d), {}).setdefault(side, []).append(r[f"{d}_ms"])
-print("A/B (median ms over rounds; ratio < 1: ours faster)")
-for (workload, d), sides in sorted(times.items()):
-    base, ours = (statistics.median(sides.get(s, [float("nan")])) for s in ("baseline", "ours"))
-    print(f"  {workload:12s} {d}: baseline {base:.3f}  ours {ours:.3f}  ours/baseline {ours / base:.3f}"
-          f"  (rounds: {' '.join(f'{x:.3f}' for x in sides.get('ours', []))})")
-PY
-  else
+    python3 scripts/ab_summary.py "$OUT" ab baseline ours | tee -a "$SUMMARY"  else
     note "baseline build: FAILED (see configure_baseline.log, build_baseline.log)"
   fi
 fi
@@ -164,5 +160,9 @@ if [[ "$MODE" == profile || "${PROFILE:-0}" == 1 ]]; then
   done
 fi
 
+if [[ "${PACK_LOGS:-0}" == 1 ]]; then
+  (cd "$OUT" && find . -maxdepth 1 -type f ! -name summary.txt ! -name bench.json ! -name logs.tgz \
+    -printf '%P\n' | tar czf logs.tgz -T - --remove-files)
+fi
 echo "==== summary ===="
 cat "$SUMMARY"
