@@ -255,15 +255,25 @@ TEST_F(CudaForward, LongDocumentUsesFullTilesCorrectly) {
 }
 
 // Each head dim through the default main loop (wgmma on Hopper) on one document of many key tiles,
-// partial tiles at both ends: a small case for compute-sanitizer (scripts/gpu_check.sh).
+// partial tiles at both ends: a small case for compute-sanitizer (scripts/gpu_check.sh). Both with
+// the auto schedule and overlap and with grid + warpgroup chosen, so that the kernels auto passes
+// over at head_dim 64 (grid) and 256 (warpgroup) stay tested too.
 TEST_F(CudaForward, HeadDimsOnALongDocument) {
   const uint64_t seed = seed_from_test_name();
   for (int head_dim : {64, 128, 256}) {
-    ForwardCase c = self_case("one_document_1100", batch_from_lengths({{1100}}, 1100));
-    c.head_dim = head_dim;
-    c.num_heads_q = 2;
-    c.num_heads_kv = 1;
-    check_direct(c, seed + head_dim);
+    for (bool chosen : {false, true}) {
+      ForwardCase c =
+          self_case(std::string("one_document_1100") + (chosen ? " grid warpgroup" : ""),
+                    batch_from_lengths({{1100}}, 1100));
+      c.head_dim = head_dim;
+      c.num_heads_q = 2;
+      c.num_heads_kv = 1;
+      if (chosen) {
+        c.kernels.forward_schedule = KernelSchedule::kGrid;
+        c.kernels.forward_overlap = MmaOverlap::kWarpgroup;
+      }
+      check_direct(c, seed + head_dim);
+    }
   }
 }
 
