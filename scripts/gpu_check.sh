@@ -140,7 +140,8 @@ if [[ -n "${AB_BASELINE:-}" && ( "$MODE" == all || "$MODE" == bench || "$MODE" =
           note "A/B $side round $round: FAILED"
       done
     done
-    python3 scripts/ab_summary.py "$OUT" ab baseline ours | tee -a "$SUMMARY"  else
+    python3 scripts/ab_summary.py "$OUT" ab baseline ours | tee -a "$SUMMARY"
+  else
     note "baseline build: FAILED (see configure_baseline.log, build_baseline.log)"
   fi
 fi
