@@ -147,17 +147,24 @@ if [[ -n "${AB_BASELINE:-}" && ( "$MODE" == all || "$MODE" == bench || "$MODE" =
 fi
 
 # ---- ncu of one forward and one backward launch on packed-16k (PROFILE=1 or mode profile) ----
+# Full sections with the source counters: ncu_KERNEL.txt holds the details page and, from
+# scripts/ncu_stalls.py, where the warps wait (stall reasons, wgmma and mbarrier waits, the top
+# instructions); ncu_KERNEL_sass.csv the per-instruction samples.
 if [[ "$MODE" == profile || "${PROFILE:-0}" == 1 ]]; then
-  # shellcheck disable=SC2054  # the commas separate ncu metrics, not array elements
-  NCU_SECTIONS=(--section SpeedOfLight --section WarpStateStats --section SchedulerStats
-    --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis
-    --metrics lts__t_requests_op_red.sum,lts__t_sectors_op_red.sum,lts__t_requests_op_atom.sum)
   for kernel in forward_wgmma backward_wgmma; do
-    timeout 240 ncu --kernel-name "regex:$kernel" --launch-skip 1 --launch-count 1 "${NCU_SECTIONS[@]}" \
-      "$BUILD_DIR/ringpack" bench --workloads packed-16k --reps 1 --warmup 1 --no-verify \
-      >"$OUT/ncu_$kernel.txt" 2>&1
-    note "ncu $kernel: exit $? ($(grep -E 'Duration|Compute \(SM\) Throughput' "$OUT/ncu_$kernel.txt" | \
-      tr -s ' ' | tr '\n' ';'))"
+    report="$OUT/ncu_$kernel"
+    timeout 240 ncu --kernel-name "regex:$kernel" --launch-skip 1 --launch-count 1 --set full \
+      --import-source yes -o "$report" -f "$BUILD_DIR/ringpack" bench --workloads packed-16k \
+      --reps 1 --warmup 1 --no-verify >"$OUT/ncu_$kernel.log" 2>&1
+    status=$?
+    ncu --import "$report.ncu-rep" --page details >"$OUT/ncu_$kernel.txt" 2>&1
+    ncu --import "$report.ncu-rep" --page source --csv --print-source sass \
+      >"$OUT/ncu_${kernel}_sass.csv" 2>>"$OUT/ncu_$kernel.log"
+    python3 scripts/ncu_stalls.py "$OUT/ncu_${kernel}_sass.csv" 25 >>"$OUT/ncu_$kernel.txt" 2>&1
+    rm -f "$report.ncu-rep"  # tens of MB; the text and the CSV hold what the summary needs
+    note "ncu $kernel: exit $status ($(grep -E 'Duration|Compute \(SM\) Throughput' \
+      "$OUT/ncu_$kernel.txt" | tr -s ' ' | tr '\n' ';') $(grep -E '^(stall reasons|sites):' \
+      "$OUT/ncu_$kernel.txt" | tr '\n' ';'))"
   done
 fi
 
