@@ -495,8 +495,16 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
                               advance_descriptor(desc_q_mn, kk * kRowStepBytes), true);
       wgmma_commit();
 
+      // dS^T in place for the dQ MMAs (the async proxy): at head_dim 64 each warpgroup reads only
+      // its own keys' lines, written by its own warps, so it waits for them alone and the two
+      // warpgroups drift apart (one's P^T and dS^T beside the other's MMAs); otherwise for both.
       fence_proxy_async_shared();
-      named_barrier_sync(NamedBarrier::kConsumers, Traits::kNumConsumerThreads);
+      if constexpr (kDqByKeys) {
+        named_barrier_sync(NamedBarrier(int(NamedBarrier::kWarpgroup0) + warpgroup),
+                           kWarpgroupThreads);
+      } else {
+        named_barrier_sync(NamedBarrier::kConsumers, Traits::kNumConsumerThreads);
+      }
 
       // This warpgroup's dQ part = dS K: A = dS (queries x keys) read MN-major from dS^T, B = K
       // (desc_k_cols) read MN-major; the keys are the k16 steps.

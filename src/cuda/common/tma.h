@@ -109,6 +109,10 @@ enum class NamedBarrier : int {
   // MMAs, and the other warpgroup's arrival gives it (forward/kernel_sm90.h).
   kTurn0 = 2,
   kTurn1 = 3,
+  // One consumer warpgroup alone: w waits on kWarpgroup0 + w (the backward at head_dim 64, where
+  // a warpgroup's dQ reads only its own dS^T; backward/kernel_sm90.h).
+  kWarpgroup0 = 4,
+  kWarpgroup1 = 5,
 };
 
 // Synchronises `threads` threads (whole warps) on named barrier `id`.
