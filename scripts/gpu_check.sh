@@ -6,6 +6,7 @@
 #     quick = tests + bench without peers and sanitizer (fast iteration on kernels);
 #     ab = only the A/B against AB_BASELINE (below);
 #     profile (or PROFILE=1 with any mode) = ncu of one forward and one backward launch
+#     (packed-16k; PROFILE_FLAGS="--head-dim 64" adds `ringpack bench` flags to that run)
 #   env: OUT (log dir), BUILD_DIR (default build-gpu),
 #        BENCH_WORKLOADS (default dense-16k,packed-16k,packed-64k), BENCH_REPS (default 30),
 #        BENCH_VARIANTS="--flag a;--flag b --other c" also times ours under each set of
@@ -153,9 +154,10 @@ fi
 if [[ "$MODE" == profile || "${PROFILE:-0}" == 1 ]]; then
   for kernel in forward_wgmma backward_wgmma; do
     report="$OUT/ncu_$kernel"
+    # shellcheck disable=SC2086  # PROFILE_FLAGS: several flags
     timeout 240 ncu --kernel-name "regex:$kernel" --launch-skip 1 --launch-count 1 --set full \
       --import-source yes -o "$report" -f "$BUILD_DIR/ringpack" bench --workloads packed-16k \
-      --reps 1 --warmup 1 --no-verify >"$OUT/ncu_$kernel.log" 2>&1
+      --reps 1 --warmup 1 --no-verify ${PROFILE_FLAGS:-} >"$OUT/ncu_$kernel.log" 2>&1
     status=$?
     ncu --import "$report.ncu-rep" --page details >"$OUT/ncu_$kernel.txt" 2>&1
     ncu --import "$report.ncu-rep" --page source --csv --print-source sass \
