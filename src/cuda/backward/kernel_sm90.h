@@ -74,8 +74,8 @@ struct BackwardWgmmaSmem {
   static constexpr int kBlockM = Traits::kBlockM;
   alignas(1024) Element k[Traits::kKVElems];             // [2][kBlockN][64], 128B swizzle
   alignas(1024) Element v[Traits::kKVElems];             // [2][kBlockN][64]
-  alignas(1024) Element q[kStages][Traits::kQElems];     // [2][kBlockM][64] each
-  alignas(1024) Element dout[kStages][Traits::kQElems];  // [2][kBlockM][64] each
+  alignas(1024) Element q[kStages][Traits::kQElems];     // [kStages][kBlockM][64] each
+  alignas(1024) Element dout[kStages][Traits::kQElems];  // [kStages][kBlockM][64] each
   alignas(1024) Element ds[2][Traits::kDsElems];         // dS^T [kBlockN keys][64 queries]
   // Per pair of queries (2 c, 2 c + 1): their lse * log2(e) (+inf where nothing is visible, so
   // P = 0) and delta, {lse_2c, lse_2c+1, delta_2c, delta_2c+1}: one 16-byte load per n8 tile.
@@ -377,11 +377,15 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
       bulk_commit_group();
     };
 
+    // The step's query tile (its tile list entry) and query head: steps walk the list once per
+    // query head. The next step's entry is loaded one step ahead (after the fence before the dQ
+    // MMAs), so that no fence waits for that global load, and the loop divides nothing.
+    int tile_index = 0;
+    int head = head0;
+    int entry = tile_list[0];
     mbarrier_wait(&smem.kv_full, kv_parity);
     for (int it = 0; it < steps; ++it) {
       const int stage = (step + it) % kStages;
-      const int entry = tile_list[it % tile_count];
-      const int head = head0 + it / tile_count;
       const int q0 = (entry >> 1) * kBlockM;
       mbarrier_wait(&smem.q_full[stage], ((step + it) / kStages) & 1);
 
@@ -506,6 +510,9 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
         named_barrier_sync(NamedBarrier::kConsumers, Traits::kNumConsumerThreads);
       }
 
+      const int next_index = tile_index + 1 == tile_count ? 0 : tile_index + 1;
+      const int next_entry = it + 1 < steps ? tile_list[next_index] : 0;
+
       // This warpgroup's dQ part = dS K: A = dS (queries x keys) read MN-major from dS^T, B = K
       // (desc_k_cols) read MN-major; the keys are the k16 steps.
       if constexpr (kDimSplit) {
@@ -548,6 +555,9 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
                       make_float2(p.scale * dq[t][2 * r], p.scale * dq[t][2 * r + 1]));
         }
       }
+      entry = next_entry;
+      head += next_index == 0 ? 1 : 0;
+      tile_index = next_index;
     }
     if constexpr (kTiles) {
       add_staged_dq();  // the last step's rows
