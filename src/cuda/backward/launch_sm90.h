@@ -46,7 +46,9 @@ struct BackwardWgmmaTraits {
   static constexpr int kBlockN = kDimSplit ? 64 : 128;  // keys per CTA: 64 per consumer warpgroup
   static constexpr int kBlockM = 64;                    // queries per step
   static constexpr int kGroupCols = kDimSplit ? kHeadDim / 2 : kHeadDim;  // dK, dV of a group
-  static constexpr int kStages = 2;
+  // Q / dO stages: three at head_dim 64 (the producer's row vectors and TMA loads one more step
+  // ahead), two at 128, where a third would not fit (229 KB).
+  static constexpr int kStages = kHeadDim == 64 ? 3 : 2;
   static constexpr int kNumConsumerThreads = 2 * 128;
   static constexpr int kNumThreads = kNumConsumerThreads + 128;
   static constexpr int kConsumerRegisters = 240;
