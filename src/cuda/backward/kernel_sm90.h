@@ -15,12 +15,13 @@
 // to the consumers). Warpgroup w owns keys [64 w, 64 w + 64); its dK and dV rows stay in
 // registers for the item's whole walk. The producer loads K and V once per item, then per listed
 // query tile (tile_lists, built by the launcher; skipped tiles never appear) Q, dO (TMA) and the
-// tile's lse, delta and, for partial tiles, the visible-key interval of each query, into two
-// stages guarded by full/empty mbarriers. Per query tile of kBlockM = 64, each consumer warpgroup:
+// tile's lse, delta and, for partial tiles, the visible-key interval of each query, into
+// kStages stages (three at head_dim 64, two otherwise) guarded by full/empty mbarriers. Per
+// query tile of kBlockM = 64, each consumer warpgroup:
 //   S^T = K_w Q^T and dP^T = V_w dO^T      (wgmma 64 x 64, K and V K-major, Q and dO K-major)
 //   P^T, dS^T in registers                  (exp2 with lse * log2 e; the mask on partial tiles)
 //   dV_w += P^T dO, dK_w += dS^T Q          (A from registers, dO and Q read MN-major)
-//   dS^T -> shared memory, both warpgroups meet at a named barrier, then
+//   dS^T -> shared memory, a named barrier (both warpgroups; at head_dim 64 each alone), then
 //   head_dim 128: dQ[:, 64 w, 64 w + 64) = dS K[:, 64 w ...) over all 128 keys,
 //   head_dim 64:  dQ partial = dS_w K_w over this warpgroup's 64 keys (launch_sm90.h says why),
 //   head_dim 256: both warpgroups own the same 64 keys, each its half of the dK/dV columns and

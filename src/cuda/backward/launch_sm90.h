@@ -18,8 +18,9 @@ namespace ringpack::cuda {
 // dK and dV (at head_dim 128: 64 + 64 fp32 registers a thread) stay in registers; it walks query
 // tiles of kBlockM = 64 (S^T and dP^T: 32 + 32 registers; dQ: 32). Shared memory at head_dim 128:
 // K, V 32 KB each, two stages of Q and dO (16 KB each), two dS^T buffers (16 KB each), the staged
-// dQ tiles (32 KB): 192 KB; at head_dim 64 K, V, Q and dO take half. One CTA per SM, 384
-// threads: setmaxnreg gives 240 registers to each consumer and 24 to each producer thread.
+// dQ tiles (32 KB): 192 KB; at head_dim 64 K, V, Q and dO take half, and a third Q / dO stage
+// (kStages) brings it to 148.5 KB. One CTA per SM, 384 threads: setmaxnreg gives 240 registers
+// to each consumer and 24 to each producer thread.
 //
 // dQ of a query tile (64 queries x head_dim, a sum over the 128 keys) is split between the two
 // consumer warpgroups: at head_dim 128 by columns (warpgroup w: columns [64 w, 64 w + 64) over
