@@ -26,7 +26,8 @@ for spec in $SIDES; do
   [[ $spec == *=* && -n $name && -d $dir ]] || { echo "bad side '$spec' (NAME=DIR)" >&2; exit 2; }
   names+=("$name")
   if [[ $dir == . ]]; then
-    cli[$name]="$PWD/$BUILD_DIR/ringpack"
+    cli[$name]="$BUILD_DIR/ringpack"
+    [[ $BUILD_DIR == /* ]] || cli[$name]="$PWD/$BUILD_DIR/ringpack"
   else
     build="$PWD/build-ab-$name"
     if ! (cd "$dir" && cmake --preset cuda-hopper -B "$build" -G Ninja \
