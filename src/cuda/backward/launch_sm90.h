@@ -48,7 +48,7 @@ struct BackwardWgmmaTraits {
   static constexpr int kBlockM = 64;                    // queries per step
   static constexpr int kGroupCols = kDimSplit ? kHeadDim / 2 : kHeadDim;  // dK, dV of a group
   // Q / dO stages: three at head_dim 64 (the producer's row vectors and TMA loads one more step
-  // ahead), two at 128, where a third would not fit (229 KB).
+  // ahead), two at 128 and 256, where a third would not fit (229 KB at 128).
   static constexpr int kStages = kHeadDim == 64 ? 3 : 2;
   static constexpr int kNumConsumerThreads = 2 * 128;
   static constexpr int kNumThreads = kNumConsumerThreads + 128;
