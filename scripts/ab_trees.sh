@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # A/B of several source trees in one device call: builds each tree's CLI, then times them in
-# alternating rounds and prints the medians and ratios (scripts/ab_summary.py).
+# alternating rounds and prints the medians and ratios (scripts/ab_summary.py); also the loop of
+# `AB_BASELINE=DIR scripts/gpu_check.sh ab` (sides baseline and ours).
 #
 #   SIDES="main=.ab/main exp=.ab/exp cand=." scripts/ab_trees.sh
 #
@@ -33,15 +34,15 @@ for spec in $SIDES; do
     if ! (cd "$dir" && cmake --preset cuda-hopper -B "$build" -G Ninja \
             -DCMAKE_PREFIX_PATH="$OLDPWD/.deps/usr" >"$OUT/configure_$name.log" 2>&1 &&
           cmake --build "$build" -j16 --target ringpack_cli >"$OUT/build_$name.log" 2>&1); then
-      echo "build of $name ($dir) FAILED" >&2
-      tail -20 "$OUT/build_$name.log" >&2
+      tail -n 20 "$OUT/configure_$name.log" "$OUT/build_$name.log" >&2 2>/dev/null
+      echo "build of $name ($dir) FAILED (configure_$name.log, build_$name.log)" >&2
       exit 1
     fi
     cli[$name]="$build/ringpack"
   fi
   [[ -x ${cli[$name]} ]] || { echo "no CLI for $name at ${cli[$name]}" >&2; exit 1; }
+  echo "$name: $("${cli[$name]}" --version) ($dir)" | tee -a "$OUT/summary.txt"
 done
-echo "built: ${names[*]}"
 for round in $(seq 1 "${AB_ROUNDS:-3}"); do
   for name in "${names[@]}"; do
     # shellcheck disable=SC2086  # AB_FLAGS: several flags

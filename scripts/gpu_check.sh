@@ -15,7 +15,8 @@
 #        "--forward-overlap pingpong;--forward-schedule persistent",
 #        AB_BASELINE=DIR (with mode all, bench or ab) builds the tree in DIR too (e.g. the commit
 #        before a change: git archive REV | tar -x -C DIR) and times both CLIs in alternating
-#        rounds (AB_ROUNDS): the medians and ours / baseline per workload;
+#        rounds (AB_ROUNDS) with scripts/ab_trees.sh: the medians and ours / baseline per
+#        workload;
 #        AB_FLAGS="--head-dim 256 --no-backward" adds `ringpack bench` flags to every timed run
 #        of both kinds of A/B (flags both trees accept),
 #        PACK_LOGS=1 packs the logs into $OUT/logs.tgz at the end, beside summary.txt and
@@ -124,27 +125,12 @@ if [[ "$MODE" == all || "$MODE" == bench || "$MODE" == quick ]]; then
 fi
 
 # ---- A/B against another tree: AB_BASELINE=DIR, alternating rounds of both CLIs ----
+# scripts/ab_trees.sh builds the baseline's CLI and runs the rounds (AB_ROUNDS, AB_FLAGS); its
+# lines go to the summary.
 if [[ -n "${AB_BASELINE:-}" && ( "$MODE" == all || "$MODE" == bench || "$MODE" == ab ) ]]; then
-  start=$(date +%s)
-  BASE_BUILD="$PWD/$BUILD_DIR-baseline"
-  DEPS="$PWD/.deps/usr"
-  if (cd "$AB_BASELINE" && cmake --preset cuda-hopper -B "$BASE_BUILD" -G Ninja \
-        -DCMAKE_PREFIX_PATH="$DEPS" >"$OUT/configure_baseline.log" 2>&1 &&
-      cmake --build "$BASE_BUILD" -j16 --target ringpack_cli >"$OUT/build_baseline.log" 2>&1); then
-    note "baseline build: ok ($(( $(date +%s) - start )) s): $("$BASE_BUILD/ringpack" --version)"
-    for round in $(seq 1 "${AB_ROUNDS:-3}"); do
-      for side in baseline ours; do
-        cli="$BUILD_DIR/ringpack"; [[ $side == baseline ]] && cli="$BASE_BUILD/ringpack"
-        # shellcheck disable=SC2086  # AB_FLAGS: several flags
-        "$cli" bench --workloads "$WORKLOADS" --reps "$REPS" --no-verify ${AB_FLAGS:-} \
-          --json "$OUT/ab_${side}_$round.json" >"$OUT/ab_${side}_$round.txt" 2>&1 ||
-          note "A/B $side round $round: FAILED"
-      done
-    done
-    python3 scripts/ab_summary.py "$OUT" ab baseline ours | tee -a "$SUMMARY"
-  else
-    note "baseline build: FAILED (see configure_baseline.log, build_baseline.log)"
-  fi
+  SIDES="baseline=$AB_BASELINE ours=." OUT="$OUT" BUILD_DIR="$BUILD_DIR" \
+    BENCH_WORKLOADS="$WORKLOADS" BENCH_REPS="$REPS" scripts/ab_trees.sh 2>"$OUT/ab_trees.log" ||
+    note "A/B against $AB_BASELINE: FAILED ($(tail -1 "$OUT/ab_trees.log"); see ab_trees.log)"
 fi
 
 # ---- ncu of one forward and one backward launch on packed-16k (PROFILE=1 or mode profile) ----

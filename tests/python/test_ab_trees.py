@@ -10,6 +10,7 @@ SCRIPT = pathlib.Path(__file__).resolve().parents[2] / "scripts" / "ab_trees.sh"
 # A stand-in for `ringpack bench --json F`: its side's times, read from a file beside it, and
 # a log of the order of the calls.
 FAKE_CLI = """#!/usr/bin/env bash
+[[ $1 == --version ]] && { echo "ringpack stand-in"; exit 0; }
 out=""
 while [[ $# -gt 0 ]]; do [[ $1 == --json ]] && out=$2; shift; done
 echo "$out" >> "$(dirname "$0")/calls.log"
@@ -49,6 +50,7 @@ def test_alternates_the_sides_and_summarises_every_round(tmp_path):
     assert "[0] 1.500" in bwd and "[1] 1.500 (1.000)" in bwd
     summary = (tmp_path / "out" / "summary.txt").read_text(encoding="utf-8")
     assert "packed-16k" in summary
+    assert "first: ringpack stand-in (.)" in summary and "second: ringpack stand-in (.)" in summary
 
 
 def test_rejects_a_side_without_a_directory(tmp_path):
