@@ -199,7 +199,7 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
     if (grid_work.steps == 0) return;  // no visible pair: this CTA adds nothing
   }
 
-  const int warp = threadIdx.x / kWarpSize;
+  const int warp = warp_uniform(threadIdx.x / kWarpSize);
   const int lane = threadIdx.x % kWarpSize;
   if (threadIdx.x == 0) {
     mbarrier_init(&smem.kv_full, 1);
@@ -304,7 +304,7 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
 
   // ---- consumer warpgroups ----
   set_max_registers_inc<Traits::kConsumerRegisters>();
-  const int warpgroup = threadIdx.x / kWarpgroupThreads;
+  const int warpgroup = warp_uniform(threadIdx.x / kWarpgroupThreads);
   const int warp_in_group = warp % 4;
   const int quad_row = lane / 4;
   const int quad_col = (lane % 4) * 2;
@@ -414,9 +414,24 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
       fence_accumulators(s[0]);
       fence_accumulators(dp);
 
-      // P^T = 2^(s scale log2 e - lse log2 e) (0 where masked), dS^T = P^T (dP^T - delta); packed
-      // as A fragments (k16 step kk = query columns 16 kk .. 16 kk + 15).
-      const bool partial = (entry & 1) != 0;
+      // Partial tiles: the scores of invisible pairs become -inf first, in a pass of their own
+      // (P^T = 2^-inf = 0 below), so that full tiles, most of a packed row's steps, run no mask
+      // instructions (predicated off inside the loop below, they still took issue slots).
+      if (entry & 1) {
+#pragma unroll
+        for (int t = 0; t < kSTiles; ++t) {
+#pragma unroll
+          for (int j = 0; j < 2; ++j) {
+            const int4 visible = smem.visible[stage][8 * t + quad_col + j];
+            const VisibleKeys keys{visible.x, visible.y, visible.z};
+#pragma unroll
+            for (int r = 0; r < 2; ++r)
+              if (!keys.contains(key_segment[r], key_position[r])) s[0][t][2 * r + j] = -INFINITY;
+          }
+        }
+      }
+      // P^T = 2^(s scale log2 e - lse log2 e), dS^T = P^T (dP^T - delta); packed as A fragments
+      // (k16 step kk = query columns 16 kk .. 16 kk + 15).
       uint32_t p_frag[kQSteps][4];
       uint32_t ds_frag[kQSteps][4];
 #pragma unroll
@@ -424,18 +439,11 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
         const float4 terms = smem.row_terms[stage][(8 * t + quad_col) / 2];
 #pragma unroll
         for (int j = 0; j < 2; ++j) {
-          const int col = 8 * t + quad_col + j;
           const float lse_log2 = j == 0 ? terms.x : terms.y;
           const float delta = j == 0 ? terms.z : terms.w;
-          VisibleKeys keys{};
-          if (partial) {
-            const int4 visible = smem.visible[stage][col];
-            keys = VisibleKeys{visible.x, visible.y, visible.z};
-          }
 #pragma unroll
           for (int r = 0; r < 2; ++r) {
-            float prob = fast_exp2(fmaf(s[0][t][2 * r + j], p.scale_log2, -lse_log2));
-            if (partial && !keys.contains(key_segment[r], key_position[r])) prob = 0.0f;
+            const float prob = fast_exp2(fmaf(s[0][t][2 * r + j], p.scale_log2, -lse_log2));
             s[0][t][2 * r + j] = prob;
             dp[t][2 * r + j] = prob * (dp[t][2 * r + j] - delta);
           }

@@ -10,6 +10,14 @@ constexpr int kWarpSize = 32;
 constexpr int kChunkBytes = 16;  // one cp.async / ldmatrix row: 16 bytes = 8 bf16 or fp16
 constexpr int kChunkElems = 8;
 
+// A value that is the same on every lane of the (converged) warp, e.g. threadIdx.x / 128,
+// broadcast from lane 0: the compiler then knows it is warp-uniform and keeps what derives from
+// it (the wgmma descriptors, shared addresses of TMA operands) in uniform registers instead of
+// moving it there before each use.
+__device__ __forceinline__ int warp_uniform(int value) {
+  return __shfl_sync(0xffffffffu, value, 0);
+}
+
 __device__ __forceinline__ uint32_t shared_address(const void* ptr) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(ptr));
 }

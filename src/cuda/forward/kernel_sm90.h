@@ -258,7 +258,7 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
 
   // ---- consumer warpgroups ----
   set_max_registers_inc<Registers::kConsumer>();
-  const int warpgroup = threadIdx.x / kWarpgroupThreads;
+  const int warpgroup = warp_uniform(threadIdx.x / kWarpgroupThreads);
   const int quad_row = lane / 4;
   const int quad_col = (lane % 4) * 2;
   const int warp_row0 = warp * Traits::kRowsPerWarp;  // = 64 warpgroup + 16 (warp % 4)
