@@ -14,9 +14,11 @@ backward/kernel_sm90.h):
   efficiency    visible pairs / computed pairs at 64 x 128, and at 64 x 64.
 
 Forward (query and key tiles of 128; forward/kernel_sm90.h), with --forward:
-  efficiency    visible pairs / computed pairs at 128 x 128 and at 64 x 64, and with query tiles
-                that restart at each document's first token (key tiles from the document's
-                first token: what a kernel with per-document tiles would compute);
+  efficiency    visible pairs / computed pairs at 128 x 128, with each consumer warpgroup
+                (64 query rows) skipping the key tiles of 128 it sees nothing of (64x128 per
+                warpgroup), at 64 x 64, and with query tiles that restart at each document's
+                first token (key tiles from the document's first token: what a kernel with
+                per-document tiles would compute);
   partial       the share of visited tiles that pay the per-element mask, and among the 16-row
                 warp slices of those tiles, the share that see some but not all of its keys
                 (what a per-warp mask test could not skip);
@@ -110,11 +112,21 @@ def document_aligned_pairs(seg, tile):
     return computed
 
 
+def warpgroup_pairs(seg, pos):
+    """Pairs computed when each 64-row half of a 128-row query tile visits only the key tiles
+    of 128 it sees something of."""
+    counts = visible_counts(seg, pos)  # [query tile of 64, key half of 64]
+    blocks = counts.reshape(counts.shape[0], -1, 2).sum(axis=2)  # [64 rows, key tile of 128]
+    return int((blocks > 0).sum()) * QUERY_TILE * 2 * KEY_HALF
+
+
 def forward_geometry(name, seg, pos, pairs):
     c128, visited, partial, slices, mixed, query_tiles = computed_pairs(seg, pos, 128)
     c64 = computed_pairs(seg, pos, 64)[0]
+    per_warpgroup = warpgroup_pairs(seg, pos)
     aligned = document_aligned_pairs(seg, 128)
-    print(f"{name}: efficiency 128x128 {pairs / c128:.1%}, 64x64 {pairs / c64:.1%}, "
+    print(f"{name}: efficiency 128x128 {pairs / c128:.1%}, "
+          f"per warpgroup 64x128 {pairs / per_warpgroup:.1%}, 64x64 {pairs / c64:.1%}, "
           f"document-aligned 128x128 {pairs / aligned:.1%}; partial {partial / visited:.1%} of "
           f"{visited} visited tiles, {mixed / max(slices, 1):.1%} of their warp slices mixed; "
           f"key tiles per query tile {visited / query_tiles:.1f}")
