@@ -1,0 +1,33 @@
+"""bench/tile_geometry.py's counts on small layouts (CPU, numpy)."""
+
+import pathlib
+import sys
+
+import pytest
+
+np = pytest.importorskip("numpy")
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "bench"))
+import tile_geometry  # noqa: E402  (bench/ is not a package)
+
+
+def test_per_warpgroup_pairs_of_one_causal_document():
+    # 256 tokens, one document: 64-row block r sees key tile k (of 128) iff 128 k <= 64 r + 63,
+    # so rows 0-127 visit key tile 0 and rows 128-255 key tiles 0 and 1: six 64 x 128 blocks.
+    seg = np.ones(256, dtype=np.int64)
+    pos = np.arange(256)
+    assert tile_geometry.warpgroup_pairs(seg, pos) == 6 * 64 * 128
+
+
+def test_per_warpgroup_pairs_match_a_direct_count():
+    rng = np.random.default_rng(7)
+    lengths = rng.integers(1, 90, size=12)
+    seg = np.concatenate([np.full(n, i + 1) for i, n in enumerate(lengths)])
+    seg = np.concatenate([seg, np.zeros(-len(seg) % 128 + 37, dtype=np.int64)])  # padding
+    pos = np.concatenate([np.arange(n) for n in lengths] + [np.zeros(len(seg) - lengths.sum())])
+    seen = tile_geometry.visible(seg, pos, seg, pos)
+    direct = sum(64 * 128 for r in range(0, len(seg), 64) for k in range(0, len(seg), 128)
+                 if seen[r:r + 64, k:k + 128].any())
+    assert tile_geometry.warpgroup_pairs(seg, pos) == direct
+    # Between the square tiles: no more than 128 x 128 computes, no less than 64 x 64.
+    assert tile_geometry.computed_pairs(seg, pos, 64)[0] <= direct
+    assert direct <= tile_geometry.computed_pairs(seg, pos, 128)[0]
