@@ -11,7 +11,9 @@ backward/kernel_sm90.h):
                 dK/dV epilogue over, one query head per CTA);
   dead halves   warpgroup-steps whose 64 keys see none of the 64 queries (MMAs that skipping
                 could save);
-  efficiency    visible pairs / computed pairs at 64 x 128, and at 64 x 64.
+  efficiency    visible pairs / computed pairs at 64 x 128, and at 64 x 64;
+  aligned       steps and efficiency when key and query tiles restart at each document's first
+                token (what a kernel with per-document tiles would walk).
 
 Forward (query and key tiles of 128; forward/kernel_sm90.h), with --forward:
   efficiency    visible pairs / computed pairs at 128 x 128, with each consumer warpgroup
@@ -66,9 +68,30 @@ def backward_geometry(name, seg, pos):
     pairs = int(counts.sum())
     eff_128 = pairs / (steps * QUERY_TILE * 2 * KEY_HALF)
     eff_64 = pairs / (int((counts > 0).sum()) * QUERY_TILE * KEY_HALF)
+    aligned_steps, aligned_key_tiles = document_aligned_steps(seg)
     print(f"{name}: steps {steps}, steps / CTA {steps / key_tiles:.1f}, "
           f"dead halves {dead} of {2 * steps} ({dead / (2 * steps):.1%}), "
-          f"efficiency 64x128 {eff_128:.1%}, 64x64 {eff_64:.1%}")
+          f"efficiency 64x128 {eff_128:.1%}, 64x64 {eff_64:.1%}; aligned {aligned_steps} steps "
+          f"over {aligned_key_tiles} key tiles, efficiency "
+          f"{pairs / (aligned_steps * QUERY_TILE * 2 * KEY_HALF):.1%}")
+
+
+def document_aligned_steps(seg):
+    """(steps, key tiles) of the backward when key tiles of 128 and query tiles of 64 restart at
+    each document's first token: key tile j of a document is walked by the document's query
+    tiles from row 128 j on (causal; padding: no tiles)."""
+    starts = np.r_[0, np.flatnonzero(np.diff(seg)) + 1]
+    ends = np.r_[starts[1:], len(seg)]
+    steps = key_tiles = 0
+    for first, end in zip(starts, ends):
+        if seg[first] == 0:
+            continue
+        length = end - first
+        query_tiles = -(-length // QUERY_TILE)
+        for k0 in range(0, length, 2 * KEY_HALF):
+            key_tiles += 1
+            steps += query_tiles - k0 // QUERY_TILE
+    return steps, key_tiles
 
 
 def computed_pairs(seg, pos, tile):

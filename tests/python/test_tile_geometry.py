@@ -31,3 +31,12 @@ def test_per_warpgroup_pairs_match_a_direct_count():
     # Between the square tiles: no more than 128 x 128 computes, no less than 64 x 64.
     assert tile_geometry.computed_pairs(seg, pos, 64)[0] <= direct
     assert direct <= tile_geometry.computed_pairs(seg, pos, 128)[0]
+
+
+def test_document_aligned_steps_by_hand():
+    # Documents of 100 and 156 tokens: the first has one key tile walked by its 2 query tiles;
+    # the second has key tile 0 (its 3 query tiles) and key tile 1 (rows 128-155: 1 query tile).
+    seg = np.r_[np.full(100, 1), np.full(156, 2), np.zeros(20, dtype=np.int64)]
+    assert tile_geometry.document_aligned_steps(seg) == (6, 3)
+    # One document of 256: 4 + 2 steps, as the row-aligned tiles walk it.
+    assert tile_geometry.document_aligned_steps(np.ones(256, dtype=np.int64)) == (6, 2)
