@@ -21,10 +21,12 @@ mkdir -p "$OUT"
 STAGE_DIR="${STAGE_DIR:-$(mktemp -d)}"
 export NCCL_NVLS_ENABLE=0 NCCL_SOCKET_IFNAME=lo NCCL_IB_DISABLE=1
 [[ $# -gt 0 ]] || { echo "no stages (\"NAME LIMIT_S COMMAND...\")" >&2; exit 2; }
+declare -A seen
 for spec in "$@"; do  # check them all before running any
   read -r name limit cmd <<<"$spec"
-  [[ $name =~ ^[A-Za-z0-9_.-]+$ && $limit =~ ^[0-9]+$ && -n ${cmd:-} ]] ||
-    { echo "bad stage '$spec' (NAME LIMIT_S COMMAND...)" >&2; exit 2; }
+  [[ $name =~ ^[A-Za-z0-9_.-]+$ && $limit =~ ^[0-9]+$ && -n ${cmd:-} && -z ${seen[$name]:-} ]] ||
+    { echo "bad stage '$spec' (NAME LIMIT_S COMMAND..., names unique)" >&2; exit 2; }
+  seen[$name]=1
 done
 failed=0
 for spec in "$@"; do

@@ -47,7 +47,8 @@ def test_all_stages_passing_exit_zero(tmp_path):
 
 def test_a_malformed_stage_runs_nothing(tmp_path):
     marker = tmp_path / "ran"
-    for bad in ("nolimit", "x abc touch " + str(marker), "bad/name 5 true", "nocommand 5"):
+    for bad in ("nolimit", "x abc touch " + str(marker), "bad/name 5 true", "nocommand 5",
+                "ok 5 true"):  # the last: a second stage named ok
         result = run(tmp_path, f"ok 10 touch {marker}", bad)
         assert result.returncode == 2, bad
         assert "bad stage" in result.stderr
