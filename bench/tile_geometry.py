@@ -44,6 +44,13 @@ def visible(seg_q, pos_q, seg_k, pos_k):
             (pos_k[None, :] <= pos_q[:, None]))
 
 
+def documents(seg):
+    """(first token, end) of each document of a row, padding (segment 0) left out."""
+    starts = np.r_[0, np.flatnonzero(np.diff(seg)) + 1]
+    ends = np.r_[starts[1:], len(seg)]
+    return [(first, end) for first, end in zip(starts, ends) if seg[first] != 0]
+
+
 def visible_counts(seg, pos):
     """Visible pairs per (query tile, key half)."""
     n = len(seg)
@@ -58,10 +65,16 @@ def visible_counts(seg, pos):
     return counts
 
 
+def visited_blocks(counts):
+    """[64 query rows, key tile of 128] booleans from visible_counts: the blocks with a visible
+    pair (the backward's steps; the forward's per-warpgroup blocks)."""
+    return counts.reshape(counts.shape[0], -1, 2).sum(axis=2) > 0
+
+
 def backward_geometry(name, seg, pos):
     counts = visible_counts(seg, pos)
     halves = counts.reshape(counts.shape[0], -1, 2)
-    visited = halves.sum(axis=2) > 0
+    visited = visited_blocks(counts)
     steps = int(visited.sum())
     key_tiles = int(visited.any(axis=0).sum())
     dead = int(((halves == 0) & visited[:, :, None]).sum())
@@ -80,12 +93,8 @@ def document_aligned_steps(seg):
     """(steps, key tiles) of the backward when key tiles of 128 and query tiles of 64 restart at
     each document's first token: key tile j of a document is walked by the document's query
     tiles from row 128 j on (causal; padding: no tiles)."""
-    starts = np.r_[0, np.flatnonzero(np.diff(seg)) + 1]
-    ends = np.r_[starts[1:], len(seg)]
     steps = key_tiles = 0
-    for first, end in zip(starts, ends):
-        if seg[first] == 0:
-            continue
+    for first, end in documents(seg):
         length = end - first
         query_tiles = -(-length // QUERY_TILE)
         for k0 in range(0, length, 2 * KEY_HALF):
@@ -123,12 +132,8 @@ def computed_pairs(seg, pos, tile):
 def document_aligned_pairs(seg, tile):
     """Pairs computed when query tiles restart at each document's first token and each query
     tile's key tiles run from that first token (padding: no tiles)."""
-    starts = np.r_[0, np.flatnonzero(np.diff(seg)) + 1]
-    ends = np.r_[starts[1:], len(seg)]
     computed = 0
-    for first, end in zip(starts, ends):
-        if seg[first] == 0:
-            continue
+    for first, end in documents(seg):
         for a in range(first, end, tile):
             b = min(end, a + tile)
             computed += tile * tile * -(-(b - first) // tile)
@@ -137,10 +142,8 @@ def document_aligned_pairs(seg, tile):
 
 def warpgroup_pairs(seg, pos):
     """Pairs computed when each 64-row half of a 128-row query tile visits only the key tiles
-    of 128 it sees something of."""
-    counts = visible_counts(seg, pos)  # [query tile of 64, key half of 64]
-    blocks = counts.reshape(counts.shape[0], -1, 2).sum(axis=2)  # [64 rows, key tile of 128]
-    return int((blocks > 0).sum()) * QUERY_TILE * 2 * KEY_HALF
+    of 128 it sees something of: the blocks the backward steps through."""
+    return int(visited_blocks(visible_counts(seg, pos)).sum()) * QUERY_TILE * 2 * KEY_HALF
 
 
 def forward_geometry(name, seg, pos, pairs):
