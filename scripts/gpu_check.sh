@@ -9,6 +9,8 @@
 #     (packed-16k; PROFILE_FLAGS="--head-dim 64" adds `ringpack bench` flags to that run)
 #   env: OUT (log dir), BUILD_DIR (default build-gpu),
 #        BENCH_WORKLOADS (default dense-16k,packed-16k,packed-64k), BENCH_REPS (default 30),
+#        BENCH_FLAGS="--head-dim 64" adds `ringpack bench` flags to the benchmark with peers (its
+#        layouts too, so the peers run the same shapes),
 #        BENCH_VARIANTS="--flag a;--flag b --other c" also times ours under each set of
 #        `ringpack bench` kernel flags against the defaults, in alternating rounds (AB_ROUNDS,
 #        default 3; scripts/ab_summary.py prints the medians and ratios), e.g.
@@ -88,8 +90,9 @@ fi
 # ---- benchmark with peers ----
 if [[ "$MODE" == all || "$MODE" == bench || "$MODE" == quick ]]; then
   CLI="$BUILD_DIR/ringpack"
+  read -ra BENCH_EXTRA <<<"${BENCH_FLAGS:-}"
   if [[ "$MODE" != quick ]]; then
-    "$CLI" bench --workloads "$WORKLOADS" --reps "$REPS" --layouts-only \
+    "$CLI" bench --workloads "$WORKLOADS" --reps "$REPS" "${BENCH_EXTRA[@]}" --layouts-only \
       --layouts-out "$OUT/layouts.json" || note "bench layouts: FAILED"
     PYTHONUNBUFFERED=1 timeout 300 python3 bench/peers.py --layouts "$OUT/layouts.json" \
       --json "$OUT/peers.json" >"$OUT/peers.log" 2>&1 || note "peers: FAILED (see peers.log)"
@@ -112,13 +115,13 @@ if [[ "$MODE" == all || "$MODE" == bench || "$MODE" == quick ]]; then
     python3 scripts/ab_summary.py "$OUT" variant "${SIDES[@]}" | tee -a "$SUMMARY"
   fi
   PEERS=(); [[ -s "$OUT/peers.json" ]] && PEERS=(--peers "$OUT/peers.json")
-  "$CLI" bench --workloads "$WORKLOADS" --reps "$REPS" "${PEERS[@]}" \
+  "$CLI" bench --workloads "$WORKLOADS" --reps "$REPS" "${BENCH_EXTRA[@]}" "${PEERS[@]}" \
     --json "$OUT/bench.json" >"$OUT/bench.txt" 2>"$OUT/bench.log"
   status=$?
   if [[ $status -ne 0 && ! -s "$OUT/bench.txt" ]]; then  # e.g. the backward failed: forward only
     tail -5 "$OUT/bench.log"
     note "bench with backward: FAILED (exit $status); forward only:"
-    "$CLI" bench --workloads "$WORKLOADS" --reps "$REPS" "${PEERS[@]}" \
+    "$CLI" bench --workloads "$WORKLOADS" --reps "$REPS" "${BENCH_EXTRA[@]}" "${PEERS[@]}" \
       --no-backward --json "$OUT/bench.json" >"$OUT/bench.txt" 2>>"$OUT/bench.log"
   fi
   cat "$OUT/bench.txt" >>"$SUMMARY"
