@@ -358,6 +358,7 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
       float s[1][kSTiles][4];
       uint32_t p[kNSteps][4];
       float correction[kRows];
+      const int first_entry = __ldg(item_list);  // before the waits, as in the loop below
       if constexpr (!kPersistent) mbarrier_wait(&smem.q_full, 0);
       const int first = stage_of(0);
       mbarrier_wait(&smem.k_full[first], parity_of(0));
@@ -368,7 +369,7 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
       end_turn();
       wgmma_wait<0>();
       fence_accumulators(s[0]);
-      mask_scores(s, item_list[0], first);
+      mask_scores(s, first_entry, first);
       release(&smem.k_empty[first]);
       softmax_tile(s, row_max, row_sum, params.scale_log2, correction);  // O = 0: no rescale
       pack_probs(p, s);
@@ -377,6 +378,10 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
       // around that issue makes ptxas serialise the wgmma pipeline (docs/cuda_kernels.md).
       for (int it = 0; it + 1 < item_count; ++it) {
         const int next = stage_of(it + 1);
+        // The next tile's entry, read before the waits so that its latency hides behind them
+        // (read where the mask needs it, the persistent schedule's load, whose list pointer comes
+        // from shared memory, was a generic load that ptxas issued after the wgmma wait).
+        const int entry = __ldg(item_list + it + 1);
         fence_accumulators(acc_o[0]);
         mbarrier_wait(&smem.k_full[next], parity_of(it + 1));
         begin_turn();
@@ -387,7 +392,7 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
         end_turn();
         wgmma_wait<1>();  // S_{it+1} landed; P_it V_it may still run
         fence_accumulators(s[0]);
-        mask_scores(s, item_list[it + 1], next);
+        mask_scores(s, entry, next);
         release(&smem.k_empty[next]);
         softmax_tile(s, row_max, row_sum, params.scale_log2, correction);
         wgmma_wait<0>();
