@@ -6,7 +6,9 @@
 #     quick = tests + bench without peers and sanitizer (fast iteration on kernels);
 #     ab = only the A/B against AB_BASELINE (below);
 #     profile (or PROFILE=1 with any mode) = ncu of one forward and one backward launch
-#     (packed-16k; PROFILE_FLAGS="--head-dim 64" adds `ringpack bench` flags to that run)
+#     (PROFILE_WORKLOAD, default packed-16k; PROFILE_FLAGS="--head-dim 64" adds `ringpack bench`
+#     flags to that run, e.g. PROFILE_WORKLOAD=dense-16k PROFILE_FLAGS="--forward-schedule
+#     persistent" against the same run without the flag)
 #   env: OUT (log dir), BUILD_DIR (default build-gpu),
 #        BENCH_WORKLOADS (default dense-16k,packed-16k,packed-64k), BENCH_REPS (default 30),
 #        BENCH_FLAGS="--head-dim 64" adds `ringpack bench` flags to the benchmark with peers (its
@@ -81,9 +83,15 @@ fi
 if [[ "$MODE" == all || "$MODE" == sanitize ]]; then
   SMALL="CudaForward.HeadDimsOnALongDocument:CudaForward.PersistentCtasOnFewSmsMatchReference:CudaForward.PingPongMatchesReference:CudaForward.UnequalQueryAndKeyLengthsMatchReference:CudaForward.TwoMergedStepsMatchReference:CudaBackendTest.DeviceGather*:CudaBackward.LongDocumentAcrossManyTiles:CudaBackward.PersistentScheduleOnOneSmMatchesReference"
   for tool in memcheck racecheck; do
-    compute-sanitizer --tool "$tool" --error-exitcode 9 \
+    compute-sanitizer --tool "$tool" --error-exitcode 9 --print-limit 100000 \
       "$BUILD_DIR/ringpack_gpu_tests" --gtest_filter="$SMALL" >"$OUT/sanitize_$tool.log" 2>&1
     note "compute-sanitizer $tool: exit $? ($(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/sanitize_$tool.log" | tail -1))"
+    # The source lines of the hazards' two sides, counted (the known report: kernel_sm90.h's
+    # writes of the ids against softmax.h's reads), so a new one shows in the summary.
+    sites=$(grep -E '^=========  *(Error: Race reported between|and [A-Za-z]+ access at) ' \
+      "$OUT/sanitize_$tool.log" | grep -oE ' in [A-Za-z0-9_.]+:[0-9]+( \[.*\])?$' |
+      sed -E 's/ \[.*\]$//; s/^ in //' | sort | uniq -c | tr -s ' ' | tr '\n' ';')
+    [[ -z $sites ]] || note "  $tool hazard sites (count): $sites"
   done
 fi
 
@@ -136,16 +144,17 @@ if [[ -n "${AB_BASELINE:-}" && ( "$MODE" == all || "$MODE" == bench || "$MODE" =
     note "A/B against $AB_BASELINE: FAILED ($(tail -1 "$OUT/ab_trees.log"); see ab_trees.log)"
 fi
 
-# ---- ncu of one forward and one backward launch on packed-16k (PROFILE=1 or mode profile) ----
+# ---- ncu of one forward and one backward launch (PROFILE=1 or mode profile) ----
 # Full sections with the source counters: ncu_KERNEL.txt holds the details page and, from
 # scripts/ncu_stalls.py, where the warps wait (stall reasons, wgmma and mbarrier waits, the top
 # instructions); ncu_KERNEL_sass.csv the per-instruction samples.
 if [[ "$MODE" == profile || "${PROFILE:-0}" == 1 ]]; then
   for kernel in forward_wgmma backward_wgmma; do
     report="$OUT/ncu_$kernel"
+    workload="${PROFILE_WORKLOAD:-packed-16k}"
     # shellcheck disable=SC2086  # PROFILE_FLAGS: several flags
     timeout 240 ncu --kernel-name "regex:$kernel" --launch-skip 1 --launch-count 1 --set full \
-      --import-source yes -o "$report" -f "$BUILD_DIR/ringpack" bench --workloads packed-16k \
+      --import-source yes -o "$report" -f "$BUILD_DIR/ringpack" bench --workloads "$workload" \
       --reps 1 --warmup 1 --no-verify ${PROFILE_FLAGS:-} >"$OUT/ncu_$kernel.log" 2>&1
     status=$?
     ncu --import "$report.ncu-rep" --page details >"$OUT/ncu_$kernel.txt" 2>&1
