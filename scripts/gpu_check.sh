@@ -149,9 +149,9 @@ fi
 # scripts/ncu_stalls.py, where the warps wait (stall reasons, wgmma and mbarrier waits, the top
 # instructions); ncu_KERNEL_sass.csv the per-instruction samples.
 if [[ "$MODE" == profile || "${PROFILE:-0}" == 1 ]]; then
+  workload="${PROFILE_WORKLOAD:-packed-16k}"
   for kernel in forward_wgmma backward_wgmma; do
     report="$OUT/ncu_$kernel"
-    workload="${PROFILE_WORKLOAD:-packed-16k}"
     # shellcheck disable=SC2086  # PROFILE_FLAGS: several flags
     timeout 240 ncu --kernel-name "regex:$kernel" --launch-skip 1 --launch-count 1 --set full \
       --import-source yes -o "$report" -f "$BUILD_DIR/ringpack" bench --workloads "$workload" \

@@ -378,9 +378,9 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
       // around that issue makes ptxas serialise the wgmma pipeline (docs/cuda_kernels.md).
       for (int it = 0; it + 1 < item_count; ++it) {
         const int next = stage_of(it + 1);
-        // The next tile's entry, read before the waits so that its latency hides behind them
-        // (read where the mask needs it, the persistent schedule's load, whose list pointer comes
-        // from shared memory, was a generic load that ptxas issued after the wgmma wait).
+        // The next tile's entry, read before the waits so that its latency hides behind them.
+        // __ldg makes it a global load even where the list pointer came through shared memory
+        // (the persistent schedule), where ptxas left a generic load after the wgmma wait.
         const int entry = __ldg(item_list + it + 1);
         fence_accumulators(acc_o[0]);
         mbarrier_wait(&smem.k_full[next], parity_of(it + 1));
