@@ -321,6 +321,15 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
       probs[kk][3] = Ops::pack(scores[0][2 * kk + 1][2], scores[0][2 * kk + 1][3]);
     }
   };
+  // ptxas schedules the softmax's exponentials (and, in the persistent kernel, its row maxima)
+  // after the wgmma wait that follows them in the source, so they run after P_j V_j instead of
+  // beside it. A never-taken, warp-uniform branch on the row sums, which every exponential
+  // feeds, ends the basic block before the wait and keeps them there. Persistent schedule only:
+  // the grid kernel compiled with it spills and ptxas serialises its wgmma
+  // (docs/cuda_kernels.md, "Where the time goes").
+  auto softmax_before_wait = [](const float(&sums)[kRows]) {
+    if (__any_sync(kFullMask, sums[0] + sums[1] < 0.0f)) __trap();  // sums of 2^x: never < 0
+  };
   // This warp is done with a stage (its reads and its warpgroup's wgmma reads have finished).
   auto release = [&](uint64_t* empty) {
     __syncwarp();
@@ -395,6 +404,7 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
         mask_scores(s, entry, next);
         release(&smem.k_empty[next]);
         softmax_tile(s, row_max, row_sum, params.scale_log2, correction);
+        if constexpr (kPersistent) softmax_before_wait(row_sum);
         wgmma_wait<0>();
         fence_accumulators(acc_o[0]);
         release(&smem.v_empty[stage_of(it)]);
