@@ -8,6 +8,7 @@
 #include <cmath>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/compare.h"
@@ -378,12 +379,19 @@ TEST_F(CudaForward, MergeFromEmptyAccumulatorsEqualsDirect) {
 TEST_F(CudaForward, TwoMergedStepsMatchReference) {
   // Keys split into two blocks (one CP step each), merged into fp32 accumulators: the result
   // equals attention over all keys. The accumulators are poisoned-free by construction
-  // (0, -inf), and every query row must end finite or -inf. On Hopper, with each overlap of the
-  // forward (the merge epilogue follows the ping-pong's turns too).
+  // (0, -inf), and every query row must end finite or -inf. On Hopper, with each overlap and
+  // schedule of the forward (the merge epilogue follows the ping-pong's turns too, and the
+  // persistent schedule's output staging).
   const uint64_t seed = seed_from_test_name();
-  for (MmaOverlap overlap : {MmaOverlap::kWarpgroup, MmaOverlap::kPingPong}) {
-    if (overlap == MmaOverlap::kPingPong && !cuda::device_is_hopper()) continue;
-    SCOPED_TRACE(mma_overlap_name(overlap));
+  for (const auto& [overlap, schedule] :
+       {std::pair{MmaOverlap::kWarpgroup, KernelSchedule::kGrid},
+        std::pair{MmaOverlap::kPingPong, KernelSchedule::kGrid},
+        std::pair{MmaOverlap::kWarpgroup, KernelSchedule::kPersistent},
+        std::pair{MmaOverlap::kPingPong, KernelSchedule::kPersistent}}) {
+    const bool hopper_only =
+        overlap == MmaOverlap::kPingPong || schedule == KernelSchedule::kPersistent;
+    if (hopper_only && !cuda::device_is_hopper()) continue;
+    SCOPED_TRACE(std::string(mma_overlap_name(overlap)) + " " + kernel_schedule_name(schedule));
     const int seq_len = 390;
     const int split = 137;
     const PackedBatch layout = random_packed_batch(2, seq_len, seed);
@@ -391,6 +399,7 @@ TEST_F(CudaForward, TwoMergedStepsMatchReference) {
     whole.num_heads_q = 8;
     whole.num_heads_kv = 2;
     whole.kernels.forward_overlap = overlap;
+    whole.kernels.forward_schedule = schedule;
     CaseInputs in;
     prepare(whole, seed, in);
 
