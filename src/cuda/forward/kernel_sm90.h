@@ -21,8 +21,9 @@
 //     O += P V with P in registers (the S accumulator layout is the A fragment layout once packed
 //     to 16 bits) and V read MN-major from the same tile layout as K.
 //   - Software pipeline inside each warpgroup: S_{j+1} is issued together with P_j V_j, and its
-//     softmax runs on the CUDA cores while P_j V_j occupies the tensor cores; O is rescaled once
-//     P_j V_j has landed.
+//     softmax runs on the CUDA cores while P_j V_j occupies the tensor cores (in the grid kernel
+//     ptxas moves the exponentials after P_j V_j's wait: softmax_before_wait); O is rescaled
+//     once P_j V_j has landed.
 //   - Ping-pong (KernelOptions::forward_overlap): the two warpgroups also take turns to issue
 //     their MMAs, so one's softmax runs while the other's MMAs occupy the tensor cores.
 #pragma once
