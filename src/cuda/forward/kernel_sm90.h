@@ -326,8 +326,8 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
   // after the wgmma wait that follows them in the source, so they run after P_j V_j instead of
   // beside it. A never-taken, warp-uniform branch on the row sums, which every exponential
   // feeds, ends the basic block before the wait and keeps them there. Persistent schedule only:
-  // the grid kernel compiled with it spills and ptxas serialises its wgmma
-  // (docs/cuda_kernels.md, "Where the time goes").
+  // the grid kernel compiled with it runs out of registers at head_dim 128 and 256, and ptxas
+  // serialises its wgmma (docs/benchmarks.md, "Session 18").
   auto softmax_before_wait = [](const float(&sums)[kRows]) {
     if (__any_sync(kFullMask, sums[0] + sums[1] < 0.0f)) __trap();  // sums of 2^x: never < 0
   };
