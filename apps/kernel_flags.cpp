@@ -49,9 +49,9 @@ void KernelFlags::add_to(CLI::App& command, const std::string& group, ConfigKeys
       "CUDA backward CTAs per (key tile, kv head): a divisor of --heads-q / --heads-kv; 0 = one "
       "per query head");
   add("--forward-schedule", "forward_schedule", forward_schedule_,
-      "CUDA Hopper forward: auto (persistent at head_dim 64, else grid: the faster on an H200), "
-      "grid (one CTA per query head and query tile) or persistent (one CTA per SM, --sm-margin "
-      "fewer, walking the tiles heaviest first)");
+      "CUDA Hopper forward: auto (persistent at head_dim 64 and 128, grid at 256: the faster on "
+      "an H200), grid (one CTA per query head and query tile) or persistent (one CTA per SM, "
+      "--sm-margin fewer, walking the tiles heaviest first)");
   add("--backward-schedule", "backward_schedule", backward_schedule_,
       "CUDA Hopper backward: auto (grid: the faster on an H200), grid (one CTA per key tile and "
       "kv head) or persistent (one CTA per SM, --sm-margin fewer, walking the key tiles "

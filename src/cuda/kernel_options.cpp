@@ -71,7 +71,7 @@ void check_supported(DType dtype, int head_dim, bool backward, const KernelOptio
       options.sm_margin == 0 || (hopper_forward && forward_persistent(options, head_dim)),
       "--sm-margin ", options.sm_margin,
       " needs the persistent forward (--forward-schedule persistent, which auto "
-      "chooses at head_dim 64): the grid schedule's CTAs take every SM");
+      "chooses at head_dim 64 and 128): the grid schedule's CTAs take every SM");
   if (!backward) return;
 
   check_backward_supported(dtype, head_dim);

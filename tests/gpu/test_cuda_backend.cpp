@@ -144,6 +144,7 @@ TEST_F(CudaBackendTest, CheckSupportedRejectsKernelOptionsThatCannotHold) {
   rejects(options, 128, false, "--backward-head-splits -1");
   const int sms = device_sm_count();
   options = BackendOptions{};
+  options.forward_schedule = KernelSchedule::kGrid;
   options.sm_margin = 8;  // the grid schedule takes every SM
   rejects(options, 128, false, "--forward-schedule persistent");
   options.forward_schedule = KernelSchedule::kPersistent;
@@ -168,11 +169,12 @@ TEST_F(CudaBackendTest, CheckSupportedRejectsKernelOptionsThatCannotHold) {
   EXPECT_NO_THROW(make_cuda_backend(options)->check_supported(DType::kBF16, 64, false));
   options.forward_loop = MainLoop::kMmaSync;  // only the Hopper forward takes turns
   rejects(options, 64, false, "--forward-overlap pingpong");
-  // The auto schedule is persistent at head_dim 64 only, so only there can the forward leave SMs
-  // free; an mma.sync forward cannot.
+  // The auto schedule is persistent at head_dim 64 and 128 only, so only there can the forward
+  // leave SMs free; an mma.sync forward cannot.
   options = BackendOptions{};
   options.sm_margin = 8;
   EXPECT_NO_THROW(make_cuda_backend(options)->check_supported(DType::kBF16, 64, false));
+  EXPECT_NO_THROW(make_cuda_backend(options)->check_supported(DType::kBF16, 128, false));
   rejects(options, 256, false, "--forward-schedule persistent");
   rejects(options, 64, true, "--backward-schedule persistent");
   options.forward_loop = MainLoop::kMmaSync;
