@@ -12,6 +12,11 @@ mbarrier wait, the try-wait it loops on (the barrier's shared-memory operand nam
 barrier). A warp waiting at a named barrier (BAR.SYNC) is sampled on the instruction after it,
 with the reason "barrier".
 
+Then the runs of consecutive instructions that executed equally often, each with its share of
+the samples (those of at least 0.5%): how often a run executed says what it is per (per step of
+a main loop, per work item, per partial tile, per CTA), so the shares tell what each of those
+costs, e.g. a persistent kernel's item boundaries against its step loop.
+
 The samples cover every warp, the producer's included: a producer waiting for a free stage is
 idle, not a cost.
 """
@@ -20,6 +25,7 @@ import sys
 from collections import Counter
 
 SAMPLES = "Warp Stall Sampling (All Samples)"
+EXECUTED = "Instructions Executed"
 
 
 def read(path):
@@ -84,6 +90,25 @@ def summarise(reasons, data, top):
         where = f"  (waits on: {waits_on[i]})" if i in waits_on else ""
         lines.append(f"  {row.get('Address', '?')[-6:]} {100 * n / total:5.1f}% "
                      f"{row['Source'].strip()[:64]:64s} {', '.join(main)}{where}")
+    lines.extend(runs(data, total))
+    return lines
+
+
+def runs(data, total, least=0.005):
+    """Lines for the runs of consecutive instructions with one execution count and at least
+    `least` of the samples: rows, count, share, first instruction. None without the column."""
+    if not data or EXECUTED not in data[0]:
+        return []
+    lines = ["runs of equal execution count (rows, executed, share of samples, first):"]
+    start = 0
+    for i in range(1, len(data) + 1):
+        if i < len(data) and count(data[i], EXECUTED) == count(data[start], EXECUTED):
+            continue
+        n = sum(count(row, SAMPLES) for row in data[start:i])
+        if n >= least * total:
+            lines.append(f"  {start:5d}-{i - 1:<5d} x{count(data[start], EXECUTED):<10d} "
+                         f"{100 * n / total:5.1f}%  {data[start]['Source'].strip()[:56]}")
+        start = i
     return lines
 
 

@@ -54,3 +54,28 @@ def test_a_report_without_source_counters_says_so(tmp_path):
     reasons, data = ncu_stalls.read(path)
     assert ncu_stalls.summarise(reasons, data, top=5) == [
         "no stall samples (was the report taken with the source counters?)"]
+
+
+def test_runs_of_equal_execution_count_with_their_shares(tmp_path):
+    # A step loop that ran 100 times between per-item code that ran 10 times, and a run too
+    # small to list (under 0.5% of the samples).
+    header = ["Address", "Source", "Warp Stall Sampling (All Samples)", "stall_wait",
+              "Instructions Executed"]
+    rows = [["0x10", "LDS R10, [R15]", 10, 10, 10],
+            ["0x20", "HGMMA.64x128x16.F32.BF16 R24, gdesc[UR8], RZ, !UPT", 40, 40, 100],
+            ["0x30", "MUFU.EX2 R1, R2", 39, 39, 100],
+            ["0x40", "STG.E.128 desc[UR24][R10.64], R24", 10, 10, 10],
+            ["0x50", "EXIT", 1, 1, 10],
+            ["0x60", "RET.REL.NODEC R20 0x0", 0, 0, 1]]
+    path = tmp_path / "sass.csv"
+    with open(path, "w", newline="", encoding="utf-8") as f:
+        writer = csv.writer(f, quoting=csv.QUOTE_ALL)
+        writer.writerow(header)
+        writer.writerows(rows)
+    reasons, data = ncu_stalls.read(path)
+    lines = ncu_stalls.summarise(reasons, data, top=1)
+    start = lines.index("runs of equal execution count (rows, executed, share of samples, first):")
+    runs = [line.split() for line in lines[start + 1:]]
+    assert [(r[0], r[1], r[2]) for r in runs] == [
+        ("0-0", "x10", "10.0%"), ("1-2", "x100", "79.0%"), ("3-4", "x10", "11.0%")]
+    assert runs[1][3].startswith("HGMMA")
