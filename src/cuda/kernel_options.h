@@ -25,12 +25,12 @@ struct KernelOptions {
 };
 
 // What the Hopper kernels run for `options` at head_dim, auto resolved: the choices measured
-// faster on an H200 (docs/benchmarks.md, "Schedules and overlaps"). The forward's persistent
-// schedule won 5-6% on packed rows at head_dim 64 (the dense row 1% slower; 4% on an H100) and,
-// since its softmax runs beside P V (softmax_before_wait), 4-5% at 128 (the dense row 2% slower
-// by its fastest repetitions), but lost to grid + ping-pong at 256; ping-pong won 4% at 256 (3-6%
-// on an H100, dense included) and was within 1% at 64 and 128; the persistent backward lost 3-9% at
-// 64 and 128.
+// faster (docs/benchmarks.md: "Schedules and overlaps", H200; "Session 18" and "Session 19").
+// The forward's persistent schedule won 5-6% on packed rows at head_dim 64 (the dense row 1%
+// slower; 4% on an H100) and, since its softmax runs beside P V (softmax_before_wait), 4-5% at
+// 128 (the dense row 2% slower by its fastest repetitions, H200 and H100), but lost 1-3% to
+// grid + ping-pong at 256 (H100); ping-pong won 4% at 256 (3-6% on an H100, dense included) and
+// was within 1% at 64 and 128; the persistent backward lost 3-9% at 64 and 128.
 inline bool forward_persistent(const KernelOptions& options, int head_dim) {
   return options.forward_schedule == KernelSchedule::kAuto
              ? head_dim == 64 || head_dim == 128

@@ -21,12 +21,12 @@ ROWS = [  # address, source, samples, wait, long_sb, barrier, long_sb not issued
 ]
 
 
-def write_csv(path):
+def write_csv(path, header=HEADER, rows=ROWS):
     with open(path, "w", newline="", encoding="utf-8") as f:
         writer = csv.writer(f, quoting=csv.QUOTE_ALL)
         writer.writerow(["Kernel Name", "forward_wgmma_kernel"])
-        writer.writerow(HEADER)
-        writer.writerows(ROWS)
+        writer.writerow(header)
+        writer.writerows(rows)
 
 
 def test_summary_shares_sites_and_top_instructions(tmp_path):
@@ -68,10 +68,7 @@ def test_runs_of_equal_execution_count_with_their_shares(tmp_path):
             ["0x50", "EXIT", 1, 1, 10],
             ["0x60", "RET.REL.NODEC R20 0x0", 0, 0, 1]]
     path = tmp_path / "sass.csv"
-    with open(path, "w", newline="", encoding="utf-8") as f:
-        writer = csv.writer(f, quoting=csv.QUOTE_ALL)
-        writer.writerow(header)
-        writer.writerows(rows)
+    write_csv(path, header, rows)
     reasons, data = ncu_stalls.read(path)
     lines = ncu_stalls.summarise(reasons, data, top=1)
     start = lines.index("runs of equal execution count (rows, executed, share of samples, first):")
