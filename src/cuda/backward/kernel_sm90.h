@@ -384,15 +384,20 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
     int tile_index = 0;
     int head = head0;
     int entry = tile_list[0];
-    mbarrier_wait(&smem.kv_full, kv_parity);
-    for (int it = 0; it < steps; ++it) {
-      const int stage = (step + it) % kStages;
-      const int q0 = (entry >> 1) * kBlockM;
-      mbarrier_wait(&smem.q_full[stage], ((step + it) / kStages) & 1);
 
-      // S^T = K_w Q^T and dP^T = V_w dO^T: 64 keys x 64 queries each, fp32.
-      float s[1][kSTiles][4];
-      float dp[kSTiles][4];
+    // S^T = K_w Q^T and dP^T = V_w dO^T of step `it`: 64 keys x 64 queries each, fp32, in one
+    // commit group. At head_dim 64 (kScoresAhead) the next step's S^T is issued before the wait
+    // for this step's dQ, once the dK and dV MMAs (which read P^T and dS^T from registers) are
+    // done, so that it runs while dQ is staged, and its dP^T at the step's start: 2-3.5% faster
+    // there. At 128 the same was 1-4% slower (dK, dV, dQ and S^T live together: 192 of the 240
+    // registers a thread, and ptxas spills; docs/benchmarks.md, "Session 20"); at 256 dK, dV
+    // and dQ alone take 192.
+    constexpr bool kScoresAhead = kDqByKeys;
+    float s[1][kSTiles][4];
+    float dp[kSTiles][4];
+    const auto issue_scores = [&](int it, bool with_s, bool with_dp) {
+      const int stage = (step + it) % kStages;
+      mbarrier_wait(&smem.q_full[stage], ((step + it) / kStages) & 1);
       const uint64_t desc_q = smem_descriptor(smem.q[stage], kChunkBytes, kSwizzleAtomBytes);
       const uint64_t desc_do = smem_descriptor(smem.dout[stage], kChunkBytes, kSwizzleAtomBytes);
       wgmma_fence();
@@ -401,12 +406,22 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
         const uint32_t in_block = (d % kStepsPerBlock) * kStepBytes;
         const uint32_t offset_kv = (d / kStepsPerBlock) * kBlockBytesKV + in_block;
         const uint32_t offset_q = (d / kStepsPerBlock) * kBlockBytesQ + in_block;
-        MmaS::template ss<0>(s[0], advance_descriptor(desc_k_rows, offset_kv),
-                             advance_descriptor(desc_q, offset_q), d > 0);
-        MmaS::template ss<0>(dp, advance_descriptor(desc_v_rows, offset_kv),
-                             advance_descriptor(desc_do, offset_q), d > 0);
+        if (with_s)
+          MmaS::template ss<0>(s[0], advance_descriptor(desc_k_rows, offset_kv),
+                               advance_descriptor(desc_q, offset_q), d > 0);
+        if (with_dp)
+          MmaS::template ss<0>(dp, advance_descriptor(desc_v_rows, offset_kv),
+                               advance_descriptor(desc_do, offset_q), d > 0);
       }
       wgmma_commit();
+    };
+
+    mbarrier_wait(&smem.kv_full, kv_parity);
+    if constexpr (kScoresAhead) issue_scores(0, true, false);  // steps > 0
+    for (int it = 0; it < steps; ++it) {
+      const int stage = (step + it) % kStages;
+      const int q0 = (entry >> 1) * kBlockM;
+      issue_scores(it, !kScoresAhead, true);
       if constexpr (kTiles) {
         if (it > 0) add_staged_dq();  // the previous step's dQ, while S^T and dP^T run
       }
@@ -538,14 +553,26 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
         MmaDq::template ss<1, 1>(dq, advance_descriptor(desc_ds, kk * kRowStepBytes),
                                  advance_descriptor(desc_k_cols, kk * kRowStepBytes), kk > 0);
       wgmma_commit();
-      wgmma_wait<0>();
+      if constexpr (kScoresAhead) {
+        // On the last step an S^T of this step's tile again, unused: a branch around the issue
+        // would make ptxas wait for every MMA at its join (C7517).
+        wgmma_wait<1>();  // dV and dK: P^T and dS^T are free
+        fence_accumulators(acc_dv);
+        fence_accumulators(acc_dk);
+        issue_scores(it + 1 < steps ? it + 1 : it, true, false);
+        wgmma_wait<1>();  // dQ
+      } else {
+        wgmma_wait<0>();
+      }
       fence_accumulators(acc_dv);
       fence_accumulators(acc_dk);
       fence_accumulators(dq);
       // Q, dO and the row vectors done. Every thread arrives: an arrival releases only its own
       // reads of the row vectors, which the producer overwrites next (one arrival per warp after
-      // __syncwarp is flagged by racecheck).
-      mbarrier_arrive(&smem.q_empty[stage]);
+      // __syncwarp is flagged by racecheck). The last step's unused S^T still reads its Q: that
+      // stage is released after the loop (a wait here, in a branch, would make ptxas wait for
+      // every MMA at its join).
+      if (!kScoresAhead || it + 1 < steps) mbarrier_arrive(&smem.q_empty[stage]);
 
       // dq[query, head, dq_col0 ...) += scale dQ part: this warp's rows 16 (warp % 4) .. + 15.
       if constexpr (kTiles) {
@@ -567,6 +594,10 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
       entry = next_entry;
       head += next_index == 0 ? 1 : 0;
       tile_index = next_index;
+    }
+    if constexpr (kScoresAhead) {
+      wgmma_wait<0>();  // the unused S^T
+      mbarrier_arrive(&smem.q_empty[(step + steps - 1) % kStages]);
     }
     if constexpr (kTiles) {
       add_staged_dq();  // the last step's rows
