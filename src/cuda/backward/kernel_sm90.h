@@ -385,14 +385,15 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
     int head = head0;
     int entry = tile_list[0];
 
-    // S^T = K_w Q^T and dP^T = V_w dO^T of step `it`: 64 keys x 64 queries each, fp32, in one
-    // commit group. At head_dim 64 (kScoresAhead) the next step's S^T is issued before the wait
-    // for this step's dQ, once the dK and dV MMAs (which read P^T and dS^T from registers) are
-    // done, so that it runs while dQ is staged, and its dP^T at the step's start: 2-3.5% faster
-    // there. At 128 the same was 1-4% slower (dK, dV, dQ and S^T live together: 192 of the 240
-    // registers a thread, and ptxas spills; docs/benchmarks.md, "Session 20"); at 256 dK, dV
-    // and dQ alone take 192.
-    constexpr bool kScoresAhead = kDqByKeys;
+    // S^T = K_w Q^T and dP^T = V_w dO^T of step `it` (either or both, one commit group): 64 keys
+    // x 64 queries each, fp32. Both at the step's start, except at head_dim 64 (kScoresAhead):
+    // there the next step's S^T is issued before the wait for this step's dQ, once the dK and dV
+    // MMAs (which read P^T and dS^T from registers) are done, so that it runs while dQ is staged,
+    // and only dP^T at the step's start: 2-3.5% faster. At 128 the same was 1-4% slower (dK, dV,
+    // dQ and S^T live together: 192 of the 240 registers a thread, and ptxas spills), and dP^T
+    // ahead too was slower at 64 (docs/benchmarks.md, "Session 20"); at 256 dK, dV and dQ alone
+    // take 192.
+    constexpr bool kScoresAhead = kHeadDim == 64;
     float s[1][kSTiles][4];
     float dp[kSTiles][4];
     const auto issue_scores = [&](int it, bool with_s, bool with_dp) {
@@ -417,13 +418,13 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
     };
 
     mbarrier_wait(&smem.kv_full, kv_parity);
-    if constexpr (kScoresAhead) issue_scores(0, true, false);  // steps > 0
+    if constexpr (kScoresAhead) issue_scores(0, true, false);  // process() runs no empty item
     for (int it = 0; it < steps; ++it) {
       const int stage = (step + it) % kStages;
       const int q0 = (entry >> 1) * kBlockM;
       issue_scores(it, !kScoresAhead, true);
       if constexpr (kTiles) {
-        if (it > 0) add_staged_dq();  // the previous step's dQ, while S^T and dP^T run
+        if (it > 0) add_staged_dq();  // the previous step's dQ, while this step's MMAs run
       }
       wgmma_wait<0>();
       fence_accumulators(s[0]);
