@@ -5,10 +5,11 @@
 #
 #   SIDES="main=.ab/main exp=.ab/exp cand=." scripts/ab_trees.sh
 #
-# SIDES: NAME=DIR pairs, the first the reference of the ratios. DIR "." is this tree, built
-# beforehand in BUILD_DIR (default build-gpu, e.g. by scripts/gpu_check.sh); any other DIR (e.g.
-# `git archive REV | tar -x -C .ab/NAME`, made where the commits are: the device copy's git
-# metadata may lack them) is configured with the cuda-hopper preset and built in build-ab-NAME.
+# SIDES: NAME=DIR pairs, the first the reference of the ratios. Each side's CLI is built with the
+# cuda-hopper preset: DIR "." (this tree) in BUILD_DIR (default build-gpu, where
+# scripts/gpu_check.sh builds it; built here only if BUILD_DIR has no CLI yet), any other DIR
+# (e.g. `git archive REV | tar -x -C .ab/NAME`, made where the commits are: the device copy's git
+# metadata may lack them) in build-ab-NAME, every time.
 # env: OUT (default out), AB_ROUNDS (default 3), BENCH_WORKLOADS (default
 # dense-16k,packed-16k,packed-64k), BENCH_REPS (default 30), AB_FLAGS (more `ringpack bench`
 # flags for every run, e.g. "--head-dim 64"). Needs .deps/ as scripts/gpu_check.sh does.
@@ -26,20 +27,21 @@ for spec in $SIDES; do
   dir=${spec#*=}
   [[ $spec == *=* && -n $name && -d $dir ]] || { echo "bad side '$spec' (NAME=DIR)" >&2; exit 2; }
   names+=("$name")
+  # This tree in BUILD_DIR (built there only if it has no CLI yet), any other in build-ab-NAME.
+  build="$PWD/build-ab-$name"
   if [[ $dir == . ]]; then
-    cli[$name]="$BUILD_DIR/ringpack"
-    [[ $BUILD_DIR == /* ]] || cli[$name]="$PWD/$BUILD_DIR/ringpack"
-  else
-    build="$PWD/build-ab-$name"
-    if ! (cd "$dir" && cmake --preset cuda-hopper -B "$build" -G Ninja \
-            -DCMAKE_PREFIX_PATH="$OLDPWD/.deps/usr" >"$OUT/configure_$name.log" 2>&1 &&
-          cmake --build "$build" -j16 --target ringpack_cli >"$OUT/build_$name.log" 2>&1); then
-      tail -n 20 "$OUT/configure_$name.log" "$OUT/build_$name.log" >&2 2>/dev/null
-      echo "build of $name ($dir) FAILED (configure_$name.log, build_$name.log)" >&2
-      exit 1
-    fi
-    cli[$name]="$build/ringpack"
+    build="$BUILD_DIR"
+    [[ $build == /* ]] || build="$PWD/$build"
   fi
+  if [[ $dir != . || ! -x $build/ringpack ]] &&
+    ! (cd "$dir" && cmake --preset cuda-hopper -B "$build" -G Ninja \
+          -DCMAKE_PREFIX_PATH="$OLDPWD/.deps/usr" >"$OUT/configure_$name.log" 2>&1 &&
+        cmake --build "$build" -j16 --target ringpack_cli >"$OUT/build_$name.log" 2>&1); then
+    tail -n 20 "$OUT/configure_$name.log" "$OUT/build_$name.log" >&2 2>/dev/null
+    echo "build of $name ($dir) FAILED (configure_$name.log, build_$name.log)" >&2
+    exit 1
+  fi
+  cli[$name]="$build/ringpack"
   [[ -x ${cli[$name]} ]] || { echo "no CLI for $name at ${cli[$name]}" >&2; exit 1; }
   echo "$name: $("${cli[$name]}" --version) ($dir)" | tee -a "$OUT/summary.txt"
 done

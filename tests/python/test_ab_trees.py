@@ -61,3 +61,45 @@ def test_rejects_a_side_without_a_directory(tmp_path):
     proc = run(tmp_path, "")
     assert proc.returncode == 2
     assert "SIDES is empty" in proc.stderr
+
+
+
+# A stand-in for cmake: logs its arguments; `--build DIR` puts the stand-in CLI and its result
+# into DIR, as building ringpack_cli would.
+FAKE_CMAKE = """#!/usr/bin/env bash
+echo "$*" >> "$CMAKE_LOG"
+if [[ $1 == --build ]]; then
+  cp "$STAND_IN/ringpack" "$STAND_IN/result.json" "$2"/
+fi
+"""
+
+
+def test_builds_this_tree_only_where_its_build_dir_has_no_cli(tmp_path):
+    stand_in = make_cli(tmp_path, 0.5, 1.5)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "cmake").write_text(FAKE_CMAKE, encoding="utf-8")
+    (bin_dir / "cmake").chmod(0o755)
+    log = tmp_path / "cmake.log"
+    fresh = tmp_path / "fresh"
+    fresh.mkdir()
+    env = dict(os.environ, OUT=str(tmp_path / "out"), BUILD_DIR=str(fresh), SIDES="only=.",
+               AB_ROUNDS="1", PATH=f"{bin_dir}:{os.environ['PATH']}", CMAKE_LOG=str(log),
+               STAND_IN=str(stand_in))
+
+    def run_script():
+        return subprocess.run(["bash", str(SCRIPT)], env=env, capture_output=True, text=True,
+                              check=False)
+
+    proc = run_script()
+    assert proc.returncode == 0, proc.stderr
+    calls = log.read_text(encoding="utf-8").splitlines()
+    assert len(calls) == 2
+    assert calls[0].startswith(f"--preset cuda-hopper -B {fresh} ")
+    assert calls[1].startswith(f"--build {fresh} ") and "ringpack_cli" in calls[1]
+    assert (tmp_path / "out" / "trees_only_1.json").exists()
+
+    log.unlink()  # the CLI is there now: no second build
+    proc = run_script()
+    assert proc.returncode == 0, proc.stderr
+    assert not log.exists()
