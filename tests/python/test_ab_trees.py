@@ -63,7 +63,6 @@ def test_rejects_a_side_without_a_directory(tmp_path):
     assert "SIDES is empty" in proc.stderr
 
 
-
 # A stand-in for cmake: logs its arguments; `--build DIR` puts the stand-in CLI and its result
 # into DIR, as building ringpack_cli would.
 FAKE_CMAKE = """#!/usr/bin/env bash

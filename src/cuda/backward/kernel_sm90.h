@@ -389,7 +389,7 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
     // x 64 queries each, fp32. Both at the step's start, except at head_dim 64 (kScoresAhead):
     // there the next step's S^T is issued before the wait for this step's dQ, once the dK and dV
     // MMAs (which read P^T and dS^T from registers) are done, so that it runs while dQ is staged,
-    // and only dP^T at the step's start: 2-3.5% faster. At 128 the same was 1-4% slower (dK, dV,
+    // and only dP^T at the step's start: 2-3.5% faster. At 128 the same was 1-3% slower (dK, dV,
     // dQ and S^T live together: 192 of the 240 registers a thread, and ptxas spills), and dP^T
     // ahead too was slower at 64 (docs/benchmarks.md, "Session 20"); at 256 dK, dV and dQ alone
     // take 192.
