@@ -21,9 +21,11 @@ Forward (query and key tiles of 128; forward/kernel_sm90.h), with --forward:
                 warpgroup), at 64 x 64, and with query tiles that restart at each document's
                 first token (key tiles from the document's first token: what a kernel with
                 per-document tiles would compute);
-  partial       the share of visited tiles that pay the per-element mask, and among the 16-row
-                warp slices of those tiles, the share that see some but not all of its keys
-                (what a per-warp mask test could not skip);
+  partial       the share of visited tiles that pay the per-element mask; among them, the share
+                that are one document's causal diagonal (both tiles consecutive tokens of one
+                document: an offset compare would mask them, where the others need the
+                per-element test); and among the 16-row warp slices of partial tiles, the share
+                that see some but not all of its keys (what a per-warp mask test could not skip);
   key tiles     visited key tiles per visited query tile (what each query tile's fixed costs are
                 spread over).
 
@@ -103,12 +105,21 @@ def document_aligned_steps(seg):
     return steps, key_tiles
 
 
+def one_document_diagonal(seg_q, pos_q, seg_k, pos_k):
+    """True when a query tile and a key tile are both consecutive tokens of one document (no
+    padding): a partial tile of such a pair is the causal diagonal."""
+    ids = np.concatenate([seg_q, seg_k])
+    return bool(ids[0] != 0 and (ids == ids[0]).all() and (np.diff(pos_q) == 1).all()
+                and (np.diff(pos_k) == 1).all())
+
+
 def computed_pairs(seg, pos, tile):
     """Pairs computed by square tiles of `tile` that visit every tile pair with a visible pair,
-    and (128 only) the visited and partial tile counts and the 16-row warp slices of partial
-    tiles that see some but not all of the tile's keys."""
+    the visited and partial tile counts, the 16-row warp slices of partial tiles and those that
+    see some but not all of the tile's keys, the query tiles with a visited tile, and the partial
+    tiles that are one document's diagonal."""
     n = len(seg)
-    computed = visited = partial = slices = mixed_slices = 0
+    computed = visited = partial = slices = mixed_slices = diagonal = 0
     query_tiles = 0
     for a in range(0, n, tile):
         visited_here = 0
@@ -121,12 +132,14 @@ def computed_pairs(seg, pos, tile):
             if v.all():
                 continue
             partial += 1
+            diagonal += one_document_diagonal(seg[a:a + tile], pos[a:a + tile],
+                                              seg[k:k + tile], pos[k:k + tile])
             for r in range(0, v.shape[0], 16):
                 slices += 1
                 mixed_slices += not v[r:r + 16].all()
         visited += visited_here
         query_tiles += visited_here > 0
-    return computed, visited, partial, slices, mixed_slices, query_tiles
+    return computed, visited, partial, slices, mixed_slices, query_tiles, diagonal
 
 
 def document_aligned_pairs(seg, tile):
@@ -147,14 +160,15 @@ def warpgroup_pairs(seg, pos):
 
 
 def forward_geometry(name, seg, pos, pairs):
-    c128, visited, partial, slices, mixed, query_tiles = computed_pairs(seg, pos, 128)
+    c128, visited, partial, slices, mixed, query_tiles, diagonal = computed_pairs(seg, pos, 128)
     c64 = computed_pairs(seg, pos, 64)[0]
     per_warpgroup = warpgroup_pairs(seg, pos)
     aligned = document_aligned_pairs(seg, 128)
     print(f"{name}: efficiency 128x128 {pairs / c128:.1%}, "
           f"per warpgroup 64x128 {pairs / per_warpgroup:.1%}, 64x64 {pairs / c64:.1%}, "
           f"document-aligned 128x128 {pairs / aligned:.1%}; partial {partial / visited:.1%} of "
-          f"{visited} visited tiles, {mixed / max(slices, 1):.1%} of their warp slices mixed; "
+          f"{visited} visited tiles ({diagonal / max(partial, 1):.1%} of them one document's "
+          f"diagonal), {mixed / max(slices, 1):.1%} of their warp slices mixed; "
           f"key tiles per query tile {visited / query_tiles:.1f}")
 
 

@@ -40,3 +40,17 @@ def test_document_aligned_steps_by_hand():
     assert tile_geometry.document_aligned_steps(seg) == (6, 3)
     # One document of 256: 4 + 2 steps, as the row-aligned tiles walk it.
     assert tile_geometry.document_aligned_steps(np.ones(256, dtype=np.int64)) == (6, 2)
+
+
+def test_partial_tiles_that_are_one_documents_diagonal():
+    # One document of 256: tiles (0, 0) and (1, 1) are partial, both its diagonal; (1, 0) full.
+    seg = np.ones(256, dtype=np.int64)
+    pos = np.arange(256)
+    _, visited, partial, _, _, _, diagonal = tile_geometry.computed_pairs(seg, pos, 128)
+    assert (visited, partial, diagonal) == (3, 2, 2)
+    # Documents of 100 and 156: tile (0, 0) holds both (not a diagonal), (1, 1) is the second's
+    # diagonal, (1, 0) holds both documents' keys (partial, not a diagonal).
+    seg = np.r_[np.full(100, 1), np.full(156, 2)]
+    pos = np.r_[np.arange(100), np.arange(156)]
+    _, visited, partial, _, _, _, diagonal = tile_geometry.computed_pairs(seg, pos, 128)
+    assert (visited, partial, diagonal) == (3, 3, 1)
