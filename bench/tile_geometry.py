@@ -32,6 +32,7 @@ Forward (query and key tiles of 128; forward/kernel_sm90.h), with --forward:
   python3 bench/tile_geometry.py out/layouts.json [--forward]
 """
 import argparse
+import collections
 import json
 
 import numpy as np
@@ -113,11 +114,17 @@ def one_document_diagonal(seg_q, pos_q, seg_k, pos_k):
                 and (np.diff(pos_k) == 1).all())
 
 
+# What square tiles of one size compute on a row (computed_pairs).
+TileCounts = collections.namedtuple(
+    "TileCounts",
+    "computed visited partial slices mixed_slices query_tiles diagonal")
+
+
 def computed_pairs(seg, pos, tile):
-    """Pairs computed by square tiles of `tile` that visit every tile pair with a visible pair,
-    the visited and partial tile counts, the 16-row warp slices of partial tiles and those that
-    see some but not all of the tile's keys, the query tiles with a visited tile, and the partial
-    tiles that are one document's diagonal."""
+    """TileCounts of square tiles of `tile` that visit every tile pair with a visible pair: the
+    pairs computed, the visited and partial tile counts, the 16-row warp slices of partial tiles
+    and those that see some but not all of the tile's keys, the query tiles with a visited tile,
+    and the partial tiles that are one document's diagonal."""
     n = len(seg)
     computed = visited = partial = slices = mixed_slices = diagonal = 0
     query_tiles = 0
@@ -139,7 +146,7 @@ def computed_pairs(seg, pos, tile):
                 mixed_slices += not v[r:r + 16].all()
         visited += visited_here
         query_tiles += visited_here > 0
-    return computed, visited, partial, slices, mixed_slices, query_tiles, diagonal
+    return TileCounts(computed, visited, partial, slices, mixed_slices, query_tiles, diagonal)
 
 
 def document_aligned_pairs(seg, tile):
@@ -160,16 +167,16 @@ def warpgroup_pairs(seg, pos):
 
 
 def forward_geometry(name, seg, pos, pairs):
-    c128, visited, partial, slices, mixed, query_tiles, diagonal = computed_pairs(seg, pos, 128)
-    c64 = computed_pairs(seg, pos, 64)[0]
+    t = computed_pairs(seg, pos, 128)
+    c64 = computed_pairs(seg, pos, 64).computed
     per_warpgroup = warpgroup_pairs(seg, pos)
     aligned = document_aligned_pairs(seg, 128)
-    print(f"{name}: efficiency 128x128 {pairs / c128:.1%}, "
+    print(f"{name}: efficiency 128x128 {pairs / t.computed:.1%}, "
           f"per warpgroup 64x128 {pairs / per_warpgroup:.1%}, 64x64 {pairs / c64:.1%}, "
-          f"document-aligned 128x128 {pairs / aligned:.1%}; partial {partial / visited:.1%} of "
-          f"{visited} visited tiles ({diagonal / max(partial, 1):.1%} of them one document's "
-          f"diagonal), {mixed / max(slices, 1):.1%} of their warp slices mixed; "
-          f"key tiles per query tile {visited / query_tiles:.1f}")
+          f"document-aligned 128x128 {pairs / aligned:.1%}; partial {t.partial / t.visited:.1%} "
+          f"of {t.visited} visited tiles ({t.diagonal / max(t.partial, 1):.1%} of them one "
+          f"document's diagonal), {t.mixed_slices / max(t.slices, 1):.1%} of their warp slices "
+          f"mixed; key tiles per query tile {t.visited / t.query_tiles:.1f}")
 
 
 def main():

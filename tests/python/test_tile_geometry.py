@@ -29,8 +29,8 @@ def test_per_warpgroup_pairs_match_a_direct_count():
                  if seen[r:r + 64, k:k + 128].any())
     assert tile_geometry.warpgroup_pairs(seg, pos) == direct
     # Between the square tiles: no more than 128 x 128 computes, no less than 64 x 64.
-    assert tile_geometry.computed_pairs(seg, pos, 64)[0] <= direct
-    assert direct <= tile_geometry.computed_pairs(seg, pos, 128)[0]
+    assert tile_geometry.computed_pairs(seg, pos, 64).computed <= direct
+    assert direct <= tile_geometry.computed_pairs(seg, pos, 128).computed
 
 
 def test_document_aligned_steps_by_hand():
@@ -46,11 +46,11 @@ def test_partial_tiles_that_are_one_documents_diagonal():
     # One document of 256: tiles (0, 0) and (1, 1) are partial, both its diagonal; (1, 0) full.
     seg = np.ones(256, dtype=np.int64)
     pos = np.arange(256)
-    _, visited, partial, _, _, _, diagonal = tile_geometry.computed_pairs(seg, pos, 128)
-    assert (visited, partial, diagonal) == (3, 2, 2)
+    t = tile_geometry.computed_pairs(seg, pos, 128)
+    assert (t.visited, t.partial, t.diagonal) == (3, 2, 2)
     # Documents of 100 and 156: tile (0, 0) holds both (not a diagonal), (1, 1) is the second's
     # diagonal, (1, 0) holds both documents' keys (partial, not a diagonal).
     seg = np.r_[np.full(100, 1), np.full(156, 2)]
     pos = np.r_[np.arange(100), np.arange(156)]
-    _, visited, partial, _, _, _, diagonal = tile_geometry.computed_pairs(seg, pos, 128)
-    assert (visited, partial, diagonal) == (3, 3, 1)
+    t = tile_geometry.computed_pairs(seg, pos, 128)
+    assert (t.visited, t.partial, t.diagonal) == (3, 3, 1)
