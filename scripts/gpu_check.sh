@@ -93,6 +93,13 @@ if [[ "$MODE" == all || "$MODE" == sanitize ]]; then
       "$OUT/sanitize_$tool.log" | grep -oE ' in [A-Za-z0-9_.]+:[0-9]+( \[.*\])?$' |
       sed -E 's/ \[.*\]$//; s/^ in //' | sort | uniq -c | tr -s ' ' | tr '\n' ';')
     [[ -z $sites ]] || note "  $tool hazard sites (count): $sites"
+    # The reports per kernel instance (template arguments as written, namespaces dropped), so a
+    # report of one schedule or overlap (e.g. ping-pong's last bool) shows apart from the others.
+    kernels=$(grep -E '^=========  *Error: Race reported between' "$OUT/sanitize_$tool.log" |
+      grep -oE 'ringpack::cuda::[a-z0-9_]+<[^()]*\(int\)[0-9]+, [A-Za-z_0-9]+>(, \(bool\)[01])*' |
+      sed -E 's/ringpack::cuda:://g; s/\((int|bool)\)//g; s/__nv_//g' | sort | uniq -c |
+      tr -s ' ' | tr '\n' ';')
+    [[ -z $kernels ]] || note "  $tool reports by kernel (count): $kernels"
   done
 fi
 
