@@ -113,6 +113,11 @@ enum class NamedBarrier : int {
   // a warpgroup's dQ reads only its own dS^T; backward/kernel_sm90.h).
   kWarpgroup0 = 4,
   kWarpgroup1 = 5,
+  // The forward's key ids and positions in K stage s (kKeyIds0 + s; kernels without ping-pong):
+  // every consumer thread arrives once it is done with the stage's tile, and the producer warp
+  // syncs before it loads the stage again (forward/kernel_sm90.h).
+  kKeyIds0 = 6,
+  kKeyIds1 = 7,
 };
 
 // Synchronises `threads` threads (whole warps) on named barrier `id`.

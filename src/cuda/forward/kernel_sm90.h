@@ -16,7 +16,10 @@
 //   - One producer warp walks the tile list and fills two K and two V stages with TMA copies
 //     (tensor maps with the 128-byte swizzle of common/wgmma.h), plus the keys' ids and positions
 //     for partial tiles; full/empty mbarriers per stage hand each stage to the consumers and back,
-//     so the warpgroups run decoupled from each other and from the loads.
+//     so the warpgroups run decoupled from each other and from the loads. A consumer warp
+//     releases a stage by one lane's arrival; the ids, which every consumer thread reads, come
+//     back by each thread's own arrival (release_k), an order compute-sanitizer's racecheck
+//     follows.
 //   - S = Q K^T: 64 x 128 per warpgroup, head_dim / 16 wgmma with Q and K from shared memory;
 //     O += P V with P in registers (the S accumulator layout is the A fragment layout once packed
 //     to 16 bits) and V read MN-major from the same tile layout as K.
@@ -125,6 +128,13 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
   constexpr int kColBlocks = kHeadDim / kSwizzleCols;     // TMA boxes per tile
   constexpr int kRows = 2;                                // query rows per thread: g and g + 8
   constexpr int kConsumerWarps = Traits::kNumConsumerThreads / kWarpSize;
+  static_assert(kStages == 2, "one key-ids barrier per K stage (NamedBarrier::kKeyIds0, 1)");
+  // Without ping-pong, a K stage's key ids go back by named barrier kKeyIds0 + stage (release_k):
+  // every consumer thread arrives, the producer warp syncs.
+  constexpr int kKeyIdsThreads = Traits::kNumConsumerThreads + kWarpSize;
+  const auto key_ids_barrier = [](int stage) {
+    return NamedBarrier(int(NamedBarrier::kKeyIds0) + stage);
+  };
   constexpr uint32_t kTileBytes = Traits::kKVElems * sizeof(Element);
   using MmaS = WgmmaOps<Element, kBlockN>;
   using MmaO = WgmmaOps<Element, kHeadDim>;
@@ -163,7 +173,8 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
     mbarrier_init(&smem.q_full, 1);
     for (int s = 0; s < kStages; ++s) {
       mbarrier_init(&smem.k_full[s], kWarpSize);  // every producer lane (ids/positions)
-      mbarrier_init(&smem.k_empty[s], kConsumerWarps);
+      // Ping-pong: every consumer thread arrives for itself (release_k).
+      mbarrier_init(&smem.k_empty[s], kPingPong ? Traits::kNumConsumerThreads : kConsumerWarps);
       mbarrier_init(&smem.v_full[s], 1);
       mbarrier_init(&smem.v_empty[s], kConsumerWarps);
     }
@@ -187,12 +198,20 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
         tma_load_3d(smem.q + b * kBlockM * kSwizzleCols, &maps.q, b * kSwizzleCols, q_head, q_row0,
                     &smem.q_full);
     };
+    // Without ping-pong, the ids and positions come back by the stage's key-ids barrier, which
+    // every consumer thread arrives on after each tile (release_k): this warp syncs on it before
+    // it loads the stage again, and for the walk's last two tiles consumer warp 0 arrives in its
+    // place (complete_key_ids).
+    auto sync_key_ids = [&](int step) {
+      named_barrier_sync(key_ids_barrier(step % kStages), kKeyIdsThreads);
+    };
     // The CTA's step-th K/V tile, listed as `entry`, of kv head `kv` in batch row k_row0.
     auto load_kv = [&](int step, int entry, int kv, int64_t k_row0) {
       const int stage = step % kStages;
       const uint32_t free_parity = ((step / kStages) & 1) ^ 1;  // first use: passes at once
       const int k_begin = (entry >> 1) * kBlockN;
       mbarrier_wait(&smem.k_empty[stage], free_parity);
+      if (!kPingPong && step >= kStages) sync_key_ids(step - kStages);
       if (lane == 0) {
         mbarrier_expect_bytes(&smem.k_full[stage], kTileBytes);
         for (int b = 0; b < kColBlocks; ++b)
@@ -282,6 +301,15 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
     if (warpgroup == 0) named_barrier_arrive(NamedBarrier::kTurn0, Traits::kNumConsumerThreads);
   }
 
+  // The key-ids barriers of the walk's last two tiles (`steps` tiles in all), which the producer
+  // never syncs on: warp 0 arrives in its place, so each barrier ends balanced. (A sync there by
+  // the persistent producer made ptxas spill the consumers' registers at head_dim 128 and 256.)
+  auto complete_key_ids = [&](int steps) {
+    if (kPingPong || warp != 0) return;
+    if (steps >= 2) named_barrier_arrive(key_ids_barrier(steps % kStages), kKeyIdsThreads);
+    if (steps >= 1) named_barrier_arrive(key_ids_barrier((steps - 1) % kStages), kKeyIdsThreads);
+  };
+
   // The visible-key interval of this thread's two query rows (rows past seqlen_q: padding).
   auto find_visible_keys = [&](VisibleKeys(&keys)[kRows], int item_batch, int item_q_begin) {
 #pragma unroll
@@ -336,6 +364,21 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
     __syncwarp();
     if (lane == 0) mbarrier_arrive(empty);
   };
+  // This thread is done with K stage `stage`, its mask's reads of the stage's key ids included.
+  // Its warp's one arrival on k_empty orders the warpgroup's MMA reads, but racecheck does not
+  // follow it for the other lanes' reads of the ids (it reported the producer's next write of
+  // them), so each thread also arrives on the stage's key-ids barrier. In ping-pong, where the
+  // threads' arrivals on that barrier stay pending across their turn barriers' waits, racecheck
+  // did not follow that either, so there every thread arrives on k_empty itself, which costs
+  // 3-6% at head_dim 256 (docs/benchmarks.md, "Session 22").
+  auto release_k = [&](int stage) {
+    if constexpr (kPingPong) {
+      mbarrier_arrive(&smem.k_empty[stage]);
+    } else {
+      release(&smem.k_empty[stage]);
+      named_barrier_arrive(key_ids_barrier(stage), kKeyIdsThreads);
+    }
+  };
 
   // O, the row max and the row sums of one work item, whose listed tiles are the CTA's K/V tiles
   // `step`, `step` + 1, ... (the grid schedule: step = 0).
@@ -380,7 +423,7 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
       wgmma_wait<0>();
       fence_accumulators(s[0]);
       mask_scores(s, first_entry, first);
-      release(&smem.k_empty[first]);
+      release_k(first);
       softmax_tile(s, row_max, row_sum, params.scale_log2, correction);  // O = 0: no rescale
       pack_probs(p, s);
 
@@ -403,7 +446,7 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
         wgmma_wait<1>();  // S_{it+1} landed; P_it V_it may still run
         fence_accumulators(s[0]);
         mask_scores(s, entry, next);
-        release(&smem.k_empty[next]);
+        release_k(next);
         softmax_tile(s, row_max, row_sum, params.scale_log2, correction);
         if constexpr (kPersistent) softmax_before_wait(row_sum);
         wgmma_wait<0>();
@@ -433,6 +476,7 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
     named_barrier_sync(NamedBarrier::kConsumers, Traits::kNumConsumerThreads);
     forward_epilogue<Traits, kMerge>(params, acc_o, row_max, row_sum, smem.q + warp_row0 * kHeadDim,
                                      WarpRows{batch, head, q_begin + warp_row0, lane});
+    complete_key_ids(tile_count);
   } else {
     int step = 0;  // K/V tiles consumed by this CTA before the current item
     for (int n = 0;; ++n) {
@@ -465,6 +509,7 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
         mbarrier_arrive(&smem.q_empty);
       }
     }
+    complete_key_ids(step);
   }
   if constexpr (kPingPong) {
     if (warpgroup == 0) named_barrier_sync(NamedBarrier::kTurn0, Traits::kNumConsumerThreads);
