@@ -74,13 +74,10 @@ if [[ "$MODE" == all || "$MODE" == tests || "$MODE" == quick ]]; then
 fi
 
 # ---- compute-sanitizer on small shapes ----
-# Known report: racecheck flags the Hopper forward's overwrite of a K stage's key ids
-# (CudaForward.HeadDimsOnALongDocument); the reads are ordered by __syncwarp and the stage's
-# mbarrier, a path racecheck does not follow, and the releases it accepts cost 5-18% on
-# packed-16k (docs/benchmarks.md, "Forward A/B"; ids the consumers read themselves: 5-11%,
-# "Session 21"). The persistent schedule releases its K stages the same way, and
-# CudaForward.PersistentCtasOnFewSmsMatchReference shows the same report (H200, 2026-12-05).
-# Any other report is a finding.
+# No known report: since session 22 the Hopper forward hands a K stage's key ids back by a named
+# barrier every consumer thread arrives on (ping-pong kernels: each thread's own k_empty
+# arrival), orders racecheck follows; before, one lane's release after __syncwarp was reported
+# (docs/benchmarks.md, "Session 22"). Any report is a finding.
 if [[ "$MODE" == all || "$MODE" == sanitize ]]; then
   SMALL="CudaForward.HeadDimsOnALongDocument:CudaForward.PersistentCtasOnFewSmsMatchReference:CudaForward.PingPongMatchesReference:CudaForward.UnequalQueryAndKeyLengthsMatchReference:CudaForward.TwoMergedStepsMatchReference:CudaBackendTest.DeviceGather*:CudaBackward.LongDocumentAcrossManyTiles:CudaBackward.PersistentScheduleOnOneSmMatchesReference"
   for tool in memcheck racecheck; do

@@ -367,10 +367,10 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
   // This thread is done with K stage `stage`, its mask's reads of the stage's key ids included.
   // Its warp's one arrival on k_empty orders the warpgroup's MMA reads, but racecheck does not
   // follow it for the other lanes' reads of the ids (it reported the producer's next write of
-  // them), so each thread also arrives on the stage's key-ids barrier. In ping-pong, where the
-  // threads' arrivals on that barrier stay pending across their turn barriers' waits, racecheck
-  // did not follow that either, so there every thread arrives on k_empty itself, which costs
-  // 3-6% at head_dim 256 (docs/benchmarks.md, "Session 22").
+  // them), so each thread also arrives on the stage's key-ids barrier. In ping-pong racecheck
+  // did not follow that either (perhaps because a thread's arrival there is still pending when it
+  // waits on its turn barrier), so there every thread arrives on k_empty itself, which costs 3-6%
+  // at head_dim 256 (docs/benchmarks.md, "Session 22").
   auto release_k = [&](int stage) {
     if constexpr (kPingPong) {
       mbarrier_arrive(&smem.k_empty[stage]);
