@@ -84,8 +84,8 @@ if [[ "$MODE" == all || "$MODE" == sanitize ]]; then
     compute-sanitizer --tool "$tool" --error-exitcode 9 --print-limit 100000 \
       "$BUILD_DIR/ringpack_gpu_tests" --gtest_filter="$SMALL" >"$OUT/sanitize_$tool.log" 2>&1
     note "compute-sanitizer $tool: exit $? ($(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/sanitize_$tool.log" | tail -1))"
-    # The source lines of the hazards' two sides, counted (the known report: kernel_sm90.h's
-    # writes of the ids against softmax.h's reads), so a new one shows in the summary.
+    # The source lines of the hazards' two sides, counted (until session 22: kernel_sm90.h's
+    # writes of the key ids against softmax.h's reads), so a report shows where it is.
     sites=$(grep -E '^=========  *(Error: Race reported between|and [A-Za-z]+ access at) ' \
       "$OUT/sanitize_$tool.log" | grep -oE ' in [A-Za-z0-9_.]+:[0-9]+( \[.*\])?$' |
       sed -E 's/ \[.*\]$//; s/^ in //' | sort | uniq -c | tr -s ' ' | tr '\n' ';')
