@@ -198,20 +198,17 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
         tma_load_3d(smem.q + b * kBlockM * kSwizzleCols, &maps.q, b * kSwizzleCols, q_head, q_row0,
                     &smem.q_full);
     };
-    // Without ping-pong, the ids and positions come back by the stage's key-ids barrier, which
-    // every consumer thread arrives on after each tile (release_k): this warp syncs on it before
-    // it loads the stage again, and for the walk's last two tiles consumer warp 0 arrives in its
-    // place (complete_key_ids).
-    auto sync_key_ids = [&](int step) {
-      named_barrier_sync(key_ids_barrier(step % kStages), kKeyIdsThreads);
-    };
     // The CTA's step-th K/V tile, listed as `entry`, of kv head `kv` in batch row k_row0.
     auto load_kv = [&](int step, int entry, int kv, int64_t k_row0) {
       const int stage = step % kStages;
       const uint32_t free_parity = ((step / kStages) & 1) ^ 1;  // first use: passes at once
       const int k_begin = (entry >> 1) * kBlockN;
       mbarrier_wait(&smem.k_empty[stage], free_parity);
-      if (!kPingPong && step >= kStages) sync_key_ids(step - kStages);
+      // Without ping-pong, the stage's ids and positions of tile step - kStages come back by its
+      // key-ids barrier, which every consumer thread arrives on after each tile (release_k): this
+      // warp syncs on it before it loads the stage again. For the walk's last two tiles consumer
+      // warp 0 arrives in its place (complete_key_ids).
+      if (!kPingPong && step >= kStages) named_barrier_sync(key_ids_barrier(stage), kKeyIdsThreads);
       if (lane == 0) {
         mbarrier_expect_bytes(&smem.k_full[stage], kTileBytes);
         for (int b = 0; b < kColBlocks; ++b)
@@ -306,7 +303,7 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
   // the persistent producer made ptxas spill the consumers' registers at head_dim 128 and 256.)
   auto complete_key_ids = [&](int steps) {
     if (kPingPong || warp != 0) return;
-    if (steps >= 2) named_barrier_arrive(key_ids_barrier(steps % kStages), kKeyIdsThreads);
+    if (steps >= 2) named_barrier_arrive(key_ids_barrier((steps - 2) % kStages), kKeyIdsThreads);
     if (steps >= 1) named_barrier_arrive(key_ids_barrier((steps - 1) % kStages), kKeyIdsThreads);
   };
 
