@@ -129,8 +129,7 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
   constexpr int kRows = 2;                                // query rows per thread: g and g + 8
   constexpr int kConsumerWarps = Traits::kNumConsumerThreads / kWarpSize;
   static_assert(kStages == 2, "one key-ids barrier per K stage (NamedBarrier::kKeyIds0, 1)");
-  // Without ping-pong, a K stage's key ids go back by named barrier kKeyIds0 + stage (release_k):
-  // every consumer thread arrives, the producer warp syncs.
+  // The key-ids barriers' count: every consumer thread and the producer warp (release_k).
   constexpr int kKeyIdsThreads = Traits::kNumConsumerThreads + kWarpSize;
   const auto key_ids_barrier = [](int stage) {
     return NamedBarrier(int(NamedBarrier::kKeyIds0) + stage);
@@ -204,10 +203,9 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
       const uint32_t free_parity = ((step / kStages) & 1) ^ 1;  // first use: passes at once
       const int k_begin = (entry >> 1) * kBlockN;
       mbarrier_wait(&smem.k_empty[stage], free_parity);
-      // Without ping-pong, the stage's ids and positions of tile step - kStages come back by its
-      // key-ids barrier, which every consumer thread arrives on after each tile (release_k): this
-      // warp syncs on it before it loads the stage again. For the walk's last two tiles consumer
-      // warp 0 arrives in its place (complete_key_ids).
+      // Without ping-pong, tile step - kStages's ids and positions come back by the stage's
+      // key-ids barrier (release_k); for the walk's last two tiles consumer warp 0 arrives in
+      // this warp's place (complete_key_ids).
       if (!kPingPong && step >= kStages) named_barrier_sync(key_ids_barrier(stage), kKeyIdsThreads);
       if (lane == 0) {
         mbarrier_expect_bytes(&smem.k_full[stage], kTileBytes);
