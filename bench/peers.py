@@ -6,9 +6,19 @@ Reads the workload layouts written by `ringpack bench --layouts-only --layouts-o
 the repetitions:
   flex   PyTorch FlexAttention, torch.compile'd, with a BlockMask built from the same segment ids
          and positions (document + causal: seg_q == seg_k, seg_q != 0, pos_k <= pos_q);
-  cudnn  SDPA, cuDNN backend, dense causal (dense workloads only);
-  flash  SDPA, flash backend (FlashAttention-2), dense causal (dense workloads only).
-Backward is timed alone (torch.autograd.grad with retain_graph on a fixed forward graph).
+  cudnn  cuDNN attention through PyTorch: SDPA's cuDNN backend on dense rows; on packed rows
+         its ragged (cu_seqlens) form, aten._cudnn_attention_forward / _backward, causal within
+         each document;
+  flash  FlashAttention-2 through PyTorch: SDPA's flash backend on dense rows; on packed rows
+         torch.nn.attention.varlen.varlen_attn (cu_seqlens, window (-1, 0): causal within each
+         document), the kernel behind flash_attn_varlen_func.
+The cu_seqlens peers index keys by token within a document, so they run only where each
+document is one run of tokens with positions 0, 1, ... (varlen_documents); padding is left out
+of their inputs (it has no visible pairs). Each packed-row output is checked against Flex's on
+the same inputs (max abs difference CHECK_TOL) where Flex ran; a peer that differs is reported
+as an error, not timed. GQA: native kv heads where the kernel takes them, else repeated heads
+(the same FLOPs). Backward is timed alone (torch.autograd.grad with retain_graph on a fixed
+forward graph).
 Writes {"device", "torch", "results": [{workload, impl, fwd_ms, fwd_ms_min, fwd_ms_max,
 bwd_ms, ...}]} for `ringpack bench --peers`.
 """
@@ -50,6 +60,38 @@ def inputs(seq_len, heads_q, heads_kv, head_dim, dtype, seed):
     return q, k, v, dout
 
 
+CHECK_TOL = 2e-2  # bf16 / fp16 outputs of values in [-1, 1): a wrong mask differs by far more
+
+
+def varlen_documents(segment_ids, positions):
+    """(token indices, cu_seqlens, longest document) of a packed row for the cu_seqlens peers:
+    the tokens of each document in row order, padding (segment 0) left out. Raises ValueError
+    where a document is not one run of tokens with positions 0, 1, ... (those kernels mask by
+    token index within a document, not by position)."""
+    index, cu_seqlens, longest = [], [0], 0
+    start, seen = 0, set()
+    n = len(segment_ids)
+    while start < n:
+        seg = segment_ids[start]
+        end = start
+        while end < n and segment_ids[end] == seg:
+            end += 1
+        if seg != 0:
+            if seg in seen:
+                raise ValueError(f"document {seg} is split into runs (tokens {start}..{end - 1})")
+            seen.add(seg)
+            if list(positions[start:end]) != list(range(end - start)):
+                raise ValueError(f"document {seg}'s positions are not 0, 1, ... "
+                                 f"(tokens {start}..{end - 1})")
+            index.extend(range(start, end))
+            cu_seqlens.append(len(index))
+            longest = max(longest, end - start)
+        start = end
+    if not index:
+        raise ValueError("no document tokens")
+    return index, cu_seqlens, longest
+
+
 def entry(workload, impl, fwd, bwd):
     return {"workload": workload, "impl": impl,
             "fwd_ms": fwd[0], "fwd_ms_min": fwd[1], "fwd_ms_max": fwd[2],
@@ -65,6 +107,78 @@ def bench_pair(attention, q, k, v, dout, warmup, reps):
     bwd = time_ms(lambda: torch.autograd.grad(out, (q, k, v), dout, retain_graph=True),
                   warmup, reps)
     return fwd, bwd
+
+
+def token_major(x, index):
+    """[1, heads, seq, head_dim] -> [tokens, heads, head_dim] of the rows in index (the
+    cu_seqlens layout), a new leaf that takes gradients."""
+    return x.detach()[0].transpose(0, 1)[index].contiguous().requires_grad_(x.requires_grad)
+
+
+class CudnnRagged(torch.autograd.Function):
+    """cuDNN attention over cu_seqlens documents, causal within each, with its backward (the
+    aten ops PyTorch's varlen module calls on its cuDNN path)."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, cu_seqlens, longest):
+        r = torch.ops.aten._cudnn_attention_forward(q, k, v, None, cu_seqlens, cu_seqlens,
+                                                    longest, longest, True, 0.0, True, False)
+        out, lse, seed, offset = r[0], r[1], r[6], r[7]
+        ctx.save_for_backward(q, k, v, out, lse, cu_seqlens, seed, offset)
+        ctx.longest = longest
+        return out
+
+    @staticmethod
+    def backward(ctx, dout):
+        q, k, v, out, lse, cu_seqlens, seed, offset = ctx.saved_tensors
+        dq, dk, dv = torch.ops.aten._cudnn_attention_backward(
+            dout.contiguous(), q, k, v, out, lse, cu_seqlens, cu_seqlens, ctx.longest,
+            ctx.longest, 0.0, True, seed, offset)
+        return dq, dk, dv, None, None
+
+
+def packed_peers(name, peers, q, k, v, dout, w, flex_out, warmup, reps):
+    """Result entries of the cu_seqlens peers (cudnn, flash) on a packed row."""
+    wanted = [impl for impl in ("cudnn", "flash") if impl in peers]
+    if not wanted:
+        return []
+    try:
+        index, cu_list, longest = varlen_documents(w["segment_ids"], w["positions"])
+    except ValueError as error:
+        return [{"workload": name, "impl": impl, "fwd_ms": 0.0, "error": str(error)}
+                for impl in wanted]
+    from torch.nn.attention.varlen import varlen_attn
+    cu_seqlens = torch.tensor(cu_list, dtype=torch.int32, device="cuda")
+    qt, dt = token_major(q, index), token_major(dout, index)
+    reference = token_major(flex_out, index) if flex_out is not None else None
+    kernels = {
+        "cudnn": lambda q_, k_, v_: CudnnRagged.apply(q_, k_, v_, cu_seqlens, longest),
+        "flash": lambda q_, k_, v_: varlen_attn(q_, k_, v_, cu_seqlens, cu_seqlens, longest,
+                                                longest, window_size=(-1, 0)),
+    }
+    results = []
+    for impl in wanted:
+        run = kernels[impl]
+        try:
+            kt, vt = token_major(k, index), token_major(v, index)
+            try:  # native GQA where the kernel takes fewer kv heads
+                with torch.no_grad():
+                    out = run(qt, kt, vt)
+            except RuntimeError:
+                group = q.shape[1] // k.shape[1]
+                kt = kt.detach().repeat_interleave(group, dim=1).requires_grad_(True)
+                vt = vt.detach().repeat_interleave(group, dim=1).requires_grad_(True)
+                with torch.no_grad():
+                    out = run(qt, kt, vt)
+            if reference is not None:
+                diff = (out.float() - reference.float()).abs().max().item()
+                if not diff <= CHECK_TOL:
+                    raise RuntimeError(f"output differs from flex's by {diff:.3g}")
+            results.append(entry(name, impl, *bench_pair(run, qt, kt, vt, dt, warmup, reps)))
+        except Exception as error:  # report, keep the other peers
+            results.append({"workload": name, "impl": impl, "fwd_ms": 0.0, "error": str(error)})
+            print(f"{impl} on {name} failed: {error}", file=sys.stderr)
+    return results
 
 
 def main():
@@ -86,6 +200,7 @@ def main():
         pos = torch.tensor(w["positions"], dtype=torch.int32, device="cuda")
         q, k, v, dout = inputs(seq_len, heads_q, heads_kv, head_dim, dtype, seed=0)
 
+        flex_out = None  # the packed-row peers' check
         if "flex" in peers:
             def document_causal(b, h, q_idx, kv_idx):
                 return (seg[q_idx] == seg[kv_idx]) & (seg[q_idx] != 0) & (pos[kv_idx] <= pos[q_idx])
@@ -94,11 +209,15 @@ def main():
                                                KV_LEN=seq_len, device="cuda")
                 run = lambda q_, k_, v_: flex(q_, k_, v_, block_mask=block_mask, enable_gqa=True)
                 results.append(entry(name, "flex", *bench_pair(run, q, k, v, dout, warmup, reps)))
+                with torch.no_grad():
+                    flex_out = run(q, k, v)
             except Exception as error:  # report, keep the other peers
                 results.append({"workload": name, "impl": "flex", "fwd_ms": 0.0, "error": str(error)})
                 print(f"flex on {name} failed: {error}", file=sys.stderr)
 
         dense = all(s == 1 for s in w["segment_ids"])
+        if not dense:
+            results += packed_peers(name, peers, q, k, v, dout, w, flex_out, warmup, reps)
         for impl, backend in (("cudnn", SDPBackend.CUDNN_ATTENTION), ("flash", SDPBackend.FLASH_ATTENTION)):
             if impl not in peers or not dense:
                 continue
@@ -115,7 +234,7 @@ def main():
             except Exception as error:
                 results.append({"workload": name, "impl": impl, "fwd_ms": 0.0, "error": str(error)})
                 print(f"{impl} on {name} failed: {error}", file=sys.stderr)
-        del q, k, v, dout
+        del q, k, v, dout, flex_out
         torch.cuda.empty_cache()
         print(f"peers: {name} done", file=sys.stderr)
 
