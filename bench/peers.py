@@ -63,10 +63,10 @@ CHECK_TOL = 2e-2  # bf16 / fp16 outputs of values in [-1, 1): a wrong mask diffe
 
 
 def varlen_documents(segment_ids, positions):
-    """(token indices, cu_seqlens, longest document) of a packed row for the cu_seqlens peers:
-    the tokens of each document in row order, padding (segment 0) left out. Raises ValueError
-    where a document is not one run of tokens with positions 0, 1, ... (those kernels mask by
-    token index within a document, not by position)."""
+    """(token indices, cu_seqlens, longest document) of a packed row for varlen_attn: the tokens
+    of each document in row order, padding (segment 0) left out. Raises ValueError where a
+    document is not one run of tokens with positions 0, 1, ... (varlen_attn masks by token index
+    within a document, not by position)."""
     index, cu_seqlens, longest = [], [0], 0
     start, seen = 0, set()
     n = len(segment_ids)
@@ -163,7 +163,7 @@ def main():
         pos = torch.tensor(w["positions"], dtype=torch.int32, device="cuda")
         q, k, v, dout = inputs(seq_len, heads_q, heads_kv, head_dim, dtype, seed=0)
 
-        flex_out = None  # the packed-row peers' check
+        flex_out = None  # what the packed rows' flash peer is checked against
         if "flex" in peers:
             def document_causal(b, h, q_idx, kv_idx):
                 return (seg[q_idx] == seg[kv_idx]) & (seg[q_idx] != 0) & (pos[kv_idx] <= pos[q_idx])
