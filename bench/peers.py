@@ -26,10 +26,13 @@ import json
 import statistics
 import sys
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+
+from tile_geometry import documents  # bench/, beside this script
 
 
 def time_ms(fn, warmup, reps):
@@ -64,28 +67,21 @@ CHECK_TOL = 2e-2  # bf16 / fp16 outputs of values in [-1, 1): a wrong mask diffe
 
 def varlen_documents(segment_ids, positions):
     """(token indices, cu_seqlens, longest document) of a packed row for varlen_attn: the tokens
-    of each document in row order, padding (segment 0) left out. Raises ValueError where a
-    document is not one run of tokens with positions 0, 1, ... (varlen_attn masks by token index
-    within a document, not by position)."""
-    index, cu_seqlens, longest = [], [0], 0
-    start, seen = 0, set()
-    n = len(segment_ids)
-    while start < n:
-        seg = segment_ids[start]
-        end = start
-        while end < n and segment_ids[end] == seg:
-            end += 1
-        if seg != 0:
-            if seg in seen:
-                raise ValueError(f"document {seg} is split into runs (tokens {start}..{end - 1})")
-            seen.add(seg)
-            if list(positions[start:end]) != list(range(end - start)):
-                raise ValueError(f"document {seg}'s positions are not 0, 1, ... "
-                                 f"(tokens {start}..{end - 1})")
-            index.extend(range(start, end))
-            cu_seqlens.append(len(index))
-            longest = max(longest, end - start)
-        start = end
+    of each document (tile_geometry.documents: its runs, padding left out) in row order. Raises
+    ValueError where a document is not one run of tokens with positions 0, 1, ... (varlen_attn
+    masks by token index within a document, not by position)."""
+    index, cu_seqlens, longest, seen = [], [0], 0, set()
+    for first, end in documents(np.asarray(segment_ids)):
+        seg = int(segment_ids[first])
+        if seg in seen:
+            raise ValueError(f"document {seg} is split into runs (tokens {first}..{end - 1})")
+        seen.add(seg)
+        if list(positions[first:end]) != list(range(end - first)):
+            raise ValueError(f"document {seg}'s positions are not 0, 1, ... "
+                             f"(tokens {first}..{end - 1})")
+        index.extend(range(first, end))
+        cu_seqlens.append(len(index))
+        longest = max(longest, end - first)
     if not index:
         raise ValueError("no document tokens")
     return index, cu_seqlens, longest

@@ -1,11 +1,12 @@
-"""bench/peers.py's document split for the cu_seqlens peers (CPU; the peers themselves need a
-GPU and run in scripts/gpu_check.sh)."""
+"""bench/peers.py's document split for the packed rows' flash peer, varlen_attn (CPU; the peers
+themselves need a GPU and run in scripts/gpu_check.sh)."""
 
 import pathlib
 import sys
 
 import pytest
 
+pytest.importorskip("numpy")
 pytest.importorskip("torch")
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "bench"))
 import peers  # noqa: E402  (bench/ is not a package)
