@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
-"""Writes src/cuda/common/wgmma_ops.h: the inline-PTX wrappers of wgmma.mma_async m64nNk16 (N = 64, 128, 256;
-bf16 and fp16 in, fp32 accumulate; A from shared memory or registers). The operand lists are long
-(one "+f" per accumulator register), so they are generated rather than typed.
+"""Writes src/cuda/common/wgmma_ops.h: the inline-PTX wrappers of wgmma.mma_async m64nNk16
+(N = 32, 64, 128, 256; bf16 and fp16 in, fp32 accumulate; A from shared memory or registers).
+The operand lists are long (one "+f" per accumulator register), so they are generated rather
+than typed.
 
-Usage: python3 scripts/generate_wgmma_ops.py > src/cuda/common/wgmma_ops.h && clang-format -i src/cuda/common/wgmma_ops.h
+Usage: python3 scripts/generate_wgmma_ops.py > src/cuda/common/wgmma_ops.h &&
+       clang-format -i src/cuda/common/wgmma_ops.h
 """
 
 HEADER = """\
@@ -82,7 +84,7 @@ struct WgmmaOps<{cpp_type}, {n}> {{
 def main():
     parts = [HEADER]
     for ptx_type, cpp_type in (("bf16", "__nv_bfloat16"), ("f16", "__half")):
-        for n in (64, 128, 256):
+        for n in (32, 64, 128, 256):
             parts.append(ops(ptx_type, cpp_type, n))
     parts.append(FOOTER)
     print("".join(parts), end="")
