@@ -25,7 +25,9 @@
 //   head_dim 128: dQ[:, 64 w, 64 w + 64) = dS K[:, 64 w ...) over all 128 keys,
 //   head_dim 64:  dQ partial = dS_w K_w over this warpgroup's 64 keys (launch_sm90.h says why),
 //   head_dim 256: both warpgroups own the same 64 keys, each its half of the dK/dV columns and
-//                 dQ[:, 128 w, 128 w + 128) (kDimSplit, launch_sm90.h),
+//                 dQ[:, 128 w, 128 w + 128), and S^T, dP^T over its half of the queries; P^T
+//                 and dS^T both go to shared memory, and dV, dK read them there (kDimSplit,
+//                 launch_sm90.h),
 //   (A = dS^T read MN-major), added to the fp32 dq accumulator: each warp stages its 16 query rows
 //   in shared memory and adds them while the next step's S^T and dP^T run, by two tensor reductions
 //   of [16][32] boxes (GradAdd::kTiles, TMA maps of the accumulators; dK and dV go out the same way
@@ -77,7 +79,8 @@ struct BackwardWgmmaSmem {
   alignas(1024) Element v[Traits::kKVElems];             // [2][kBlockN][64]
   alignas(1024) Element q[kStages][Traits::kQElems];     // [kStages][kBlockM][64] each
   alignas(1024) Element dout[kStages][Traits::kQElems];  // [kStages][kBlockM][64] each
-  alignas(1024) Element ds[2][Traits::kDsElems];         // dS^T [kBlockN keys][64 queries]
+  // dS^T [kBlockN keys][64 queries], two buffers; at head_dim 256 P^T and dS^T, one each.
+  alignas(1024) Element ds[2][Traits::kDsElems];
   // Per pair of queries (2 c, 2 c + 1): their lse * log2(e) (+inf where nothing is visible, so
   // P = 0) and delta, {lse_2c, lse_2c+1, delta_2c, delta_2c+1}: one 16-byte load per n8 tile.
   float4 row_terms[kStages][kBlockM / 2];
@@ -154,16 +157,20 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
   constexpr bool kDqByKeys = Traits::kDqByKeys;
   constexpr int kDqKeySteps = (kDqByKeys ? kBlockN / 2 : kBlockN) / kWgmmaK;
   constexpr int kStepsPerBlock = kSwizzleCols / kWgmmaK;  // 4
-  constexpr int kSTiles = kBlockM / 8;                    // n8 tiles of S^T (queries)
   constexpr bool kDimSplit = Traits::kDimSplit;
-  constexpr int kHTiles = Traits::kGroupCols / 8;   // n8 tiles of this warpgroup's dK, dV
-  constexpr int kQTilesHalf = Traits::kDqCols / 8;  // n8 tiles of this warpgroup's dQ part
+  // S^T and dP^T of a warpgroup: its keys x the tile's 64 queries, or at head_dim 256 (kDimSplit,
+  // both warpgroups own the same keys) x its half of the queries, [32 w, 32 w + 32).
+  constexpr int kScoreQueries = kDimSplit ? kBlockM / 2 : kBlockM;
+  constexpr int kSTiles = kScoreQueries / 8;            // n8 tiles of S^T (queries)
+  constexpr int kScoreSteps = kScoreQueries / kWgmmaK;  // k16 chunks of the P^T, dS^T fragments
+  constexpr int kHTiles = Traits::kGroupCols / 8;       // n8 tiles of this warpgroup's dK, dV
+  constexpr int kQTilesHalf = Traits::kDqCols / 8;      // n8 tiles of this warpgroup's dQ part
   constexpr int kConsumerWarps = Traits::kNumConsumerThreads / kWarpSize;
   constexpr uint32_t kStepBytes = kWgmmaK * sizeof(Element);       // 32
   constexpr uint32_t kBlockBytesKV = kBlockN * kSwizzleLineBytes;  // 16 KB
   constexpr uint32_t kBlockBytesQ = kBlockM * kSwizzleLineBytes;   // 8 KB
   constexpr uint32_t kRowStepBytes = kWgmmaK * kSwizzleLineBytes;  // 16 rows: 2 KB
-  using MmaS = WgmmaOps<Element, kBlockM>;                         // 64 x 64 (S^T, dP^T)
+  using MmaS = WgmmaOps<Element, kScoreQueries>;                   // S^T, dP^T
   using MmaKV = WgmmaOps<Element, Traits::kGroupCols>;             // 64 x group columns (dK, dV)
   using MmaDq = WgmmaOps<Element, Traits::kDqCols>;                // 64 x dQ part columns
   static_assert(!kDimSplit || kAdd == GradAdd::kAtomics, "no dQ staging memory at head_dim 256");
@@ -310,8 +317,9 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
   const int quad_col = (lane % 4) * 2;
   // This warp's first key of the tile; with kDimSplit both warpgroups own the same 64 keys.
   const int key_row0 = (kDimSplit ? 0 : 64 * warpgroup) + 16 * warp_in_group;
-  // This warpgroup's first dK/dV column.
+  // This warpgroup's first dK/dV column, and the first query of its S^T and dP^T.
   const int kv_col0 = kDimSplit ? warpgroup * Traits::kGroupCols : 0;
+  const int score_q0 = kDimSplit ? warpgroup * kScoreQueries : 0;
 
   // K-major descriptors of this warpgroup's 64 keys of K and V (A of S^T and dP^T).
   const uint32_t kv_rows_offset = kDimSplit ? 0 : warpgroup * 64 * kSwizzleLineBytes;
@@ -399,8 +407,11 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
     const auto issue_scores = [&](int it, bool with_s, bool with_dp) {
       const int stage = (step + it) % kStages;
       mbarrier_wait(&smem.q_full[stage], ((step + it) / kStages) & 1);
-      const uint64_t desc_q = smem_descriptor(smem.q[stage], kChunkBytes, kSwizzleAtomBytes);
-      const uint64_t desc_do = smem_descriptor(smem.dout[stage], kChunkBytes, kSwizzleAtomBytes);
+      const uint32_t score_rows = score_q0 * kSwizzleLineBytes;  // B: this warpgroup's queries
+      const uint64_t desc_q = advance_descriptor(
+          smem_descriptor(smem.q[stage], kChunkBytes, kSwizzleAtomBytes), score_rows);
+      const uint64_t desc_do = advance_descriptor(
+          smem_descriptor(smem.dout[stage], kChunkBytes, kSwizzleAtomBytes), score_rows);
       wgmma_fence();
 #pragma unroll
       for (int d = 0; d < kDSteps; ++d) {
@@ -438,7 +449,7 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
         for (int t = 0; t < kSTiles; ++t) {
 #pragma unroll
           for (int j = 0; j < 2; ++j) {
-            const int4 visible = smem.visible[stage][8 * t + quad_col + j];
+            const int4 visible = smem.visible[stage][score_q0 + 8 * t + quad_col + j];
             const VisibleKeys keys{visible.x, visible.y, visible.z};
 #pragma unroll
             for (int r = 0; r < 2; ++r)
@@ -448,11 +459,11 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
       }
       // P^T = 2^(s scale log2 e - lse log2 e), dS^T = P^T (dP^T - delta); packed as A fragments
       // (k16 step kk = query columns 16 kk .. 16 kk + 15).
-      uint32_t p_frag[kQSteps][4];
-      uint32_t ds_frag[kQSteps][4];
+      uint32_t p_frag[kScoreSteps][4];
+      uint32_t ds_frag[kScoreSteps][4];
 #pragma unroll
       for (int t = 0; t < kSTiles; ++t) {
-        const float4 terms = smem.row_terms[stage][(8 * t + quad_col) / 2];
+        const float4 terms = smem.row_terms[stage][(score_q0 + 8 * t + quad_col) / 2];
 #pragma unroll
         for (int j = 0; j < 2; ++j) {
           const float lse_log2 = j == 0 ? terms.x : terms.y;
@@ -466,7 +477,7 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
         }
       }
 #pragma unroll
-      for (int kk = 0; kk < kQSteps; ++kk) {
+      for (int kk = 0; kk < kScoreSteps; ++kk) {
         p_frag[kk][0] = Ops::pack(s[0][2 * kk][0], s[0][2 * kk][1]);
         p_frag[kk][1] = Ops::pack(s[0][2 * kk][2], s[0][2 * kk][3]);
         p_frag[kk][2] = Ops::pack(s[0][2 * kk + 1][0], s[0][2 * kk + 1][1]);
@@ -477,62 +488,86 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
         ds_frag[kk][3] = Ops::pack(dp[2 * kk + 1][2], dp[2 * kk + 1][3]);
       }
 
-      // dS^T to shared memory (keys x queries, one 128-byte swizzled line per key), before the dK
-      // MMAs take ds_frag as their A operand (reading it while they run would be undefined): while
-      // the dV MMAs run, or at head_dim 256 before them (its stores depend on the warpgroup, and
-      // such a branch between the issues makes ptxas insert a warpgroup.arrive, C7519). After the
-      // barrier below both warpgroups' halves are in place for dQ (at head_dim 64 each reads only
-      // its own; at 256, where both hold the same dS^T, warpgroup w writes query chunks [kQSteps w,
-      // kQSteps w + kQSteps) / 2). Two buffers: the barrier of step it + 1 is only passed once both
-      // warpgroups have finished step it's dQ (and the persistent schedule's next item starts only
-      // after K/V are loaded again, once both have finished this one). stmatrix: ds_frag[kk][2 half
-      // + r] is the 8 x 8 matrix of keys + 8 r, query chunk 2 kk + half; lane i addresses row i % 8
-      // of matrix i / 8.
-      Element* ds_tile = smem.ds[it & 1];
-      const auto store_ds = [&] {
+      // A fragments to shared memory (keys x queries, one 128-byte swizzled line per key): this
+      // warpgroup's query chunks [score_q0 / 8, ...). stmatrix: frag[kk][2 half + r] is the 8 x 8
+      // matrix of keys + 8 r, query chunk 2 kk + half of this warpgroup's queries; lane i addresses
+      // row i % 8 of matrix i / 8.
+      const auto store_tile = [&](Element* tile, const uint32_t(&frag)[kScoreSteps][4]) {
         const int matrix = lane / 8;
         const int key = key_row0 + lane % 8 + 8 * (matrix % 2);
 #pragma unroll
-        for (int kk = 0; kk < kQSteps; ++kk) {
-          if (kDimSplit && kk / (kQSteps / 2) != warpgroup) continue;
-          const int chunk = 2 * kk + matrix / 2;
-          stmatrix_x4(ds_frag[kk],
-                      ds_tile + key * kSwizzleCols + (chunk ^ (key % 8)) * kChunkElems);
+        for (int kk = 0; kk < kScoreSteps; ++kk) {
+          const int chunk = score_q0 / 8 + 2 * kk + matrix / 2;
+          stmatrix_x4(frag[kk], tile + key * kSwizzleCols + (chunk ^ (key % 8)) * kChunkElems);
         }
       };
+      // dS^T, the A of the dQ MMAs after the barrier below (both warpgroups' halves). head_dim 64
+      // and 128: stored while the dV MMAs run, before the dK MMAs take ds_frag as their A operand
+      // (reading it while they run would be undefined); two buffers: the barrier of step it + 1 is
+      // only passed once both warpgroups have finished step it's dQ (and the persistent schedule's
+      // next item starts only after K/V are loaded again, once both have finished this one).
+      // head_dim 256: each warpgroup holds P^T and dS^T of its half of the queries, and the dK and
+      // dV MMAs of both need all of them, so P^T (smem.ds[0]) and dS^T (smem.ds[1]) both go
+      // through shared memory, one buffer each (no room for two): a barrier before the stores
+      // waits until both warpgroups are done with the previous step's MMAs.
+      Element* ds_tile = kDimSplit ? smem.ds[1] : smem.ds[it & 1];
+      Element* p_tile = smem.ds[0];  // head_dim 256
 
       // dV_w += P^T dO and dK_w += dS^T Q: B = dO, Q read MN-major (query rows are the k16 steps),
-      // from this warpgroup's first dK/dV column.
+      // from this warpgroup's first dK/dV column; A from registers, or at head_dim 256 read
+      // K-major from p_tile and ds_tile.
       const uint32_t kv_col_offset = (kv_col0 / kSwizzleCols) * kBlockBytesQ;
       const uint64_t desc_do_mn = advance_descriptor(
           smem_descriptor(smem.dout[stage], kBlockBytesQ, kSwizzleAtomBytes), kv_col_offset);
       const uint64_t desc_q_mn = advance_descriptor(
           smem_descriptor(smem.q[stage], kBlockBytesQ, kSwizzleAtomBytes), kv_col_offset);
-      if constexpr (kDimSplit) store_ds();
+      const uint64_t desc_p_rows = smem_descriptor(p_tile, kChunkBytes, kSwizzleAtomBytes);
+      const uint64_t desc_ds_rows = smem_descriptor(ds_tile, kChunkBytes, kSwizzleAtomBytes);
+      if constexpr (kDimSplit) {
+        named_barrier_sync(NamedBarrier::kConsumers, Traits::kNumConsumerThreads);
+        store_tile(p_tile, p_frag);
+        store_tile(ds_tile, ds_frag);
+        fence_proxy_async_shared();
+        named_barrier_sync(NamedBarrier::kConsumers, Traits::kNumConsumerThreads);
+      }
       fence_accumulators(acc_dv);
       fence_accumulators(acc_dk);
       wgmma_fence();
 #pragma unroll
-      for (int kk = 0; kk < kQSteps; ++kk)
-        MmaKV::template rs<1>(acc_dv, p_frag[kk],
-                              advance_descriptor(desc_do_mn, kk * kRowStepBytes), true);
-      if constexpr (!kDimSplit) store_ds();
-
+      for (int kk = 0; kk < kQSteps; ++kk) {
+        const uint64_t desc_b = advance_descriptor(desc_do_mn, kk * kRowStepBytes);
+        if constexpr (kDimSplit) {
+          MmaKV::template ss<1>(acc_dv, advance_descriptor(desc_p_rows, kk * kStepBytes), desc_b,
+                                true);
+        } else {
+          MmaKV::template rs<1>(acc_dv, p_frag[kk], desc_b, true);
+        }
+      }
+      if constexpr (!kDimSplit) store_tile(ds_tile, ds_frag);
 #pragma unroll
-      for (int kk = 0; kk < kQSteps; ++kk)
-        MmaKV::template rs<1>(acc_dk, ds_frag[kk],
-                              advance_descriptor(desc_q_mn, kk * kRowStepBytes), true);
+      for (int kk = 0; kk < kQSteps; ++kk) {
+        const uint64_t desc_b = advance_descriptor(desc_q_mn, kk * kRowStepBytes);
+        if constexpr (kDimSplit) {
+          MmaKV::template ss<1>(acc_dk, advance_descriptor(desc_ds_rows, kk * kStepBytes), desc_b,
+                                true);
+        } else {
+          MmaKV::template rs<1>(acc_dk, ds_frag[kk], desc_b, true);
+        }
+      }
       wgmma_commit();
 
       // dS^T in place for the dQ MMAs (the async proxy): at head_dim 64 each warpgroup reads only
       // its own keys' lines, written by its own warps, so it waits for them alone and the two
-      // warpgroups drift apart (one's P^T and dS^T beside the other's MMAs); otherwise for both.
-      fence_proxy_async_shared();
-      if constexpr (kDqByKeys) {
-        named_barrier_sync(NamedBarrier(int(NamedBarrier::kWarpgroup0) + warpgroup),
-                           kWarpgroupThreads);
-      } else {
-        named_barrier_sync(NamedBarrier::kConsumers, Traits::kNumConsumerThreads);
+      // warpgroups drift apart (one's P^T and dS^T beside the other's MMAs); at 128 for both (at
+      // 256 the barrier above did).
+      if constexpr (!kDimSplit) {
+        fence_proxy_async_shared();
+        if constexpr (kDqByKeys) {
+          named_barrier_sync(NamedBarrier(int(NamedBarrier::kWarpgroup0) + warpgroup),
+                             kWarpgroupThreads);
+        } else {
+          named_barrier_sync(NamedBarrier::kConsumers, Traits::kNumConsumerThreads);
+        }
       }
 
       const int next_index = tile_index + 1 == tile_count ? 0 : tile_index + 1;
@@ -540,11 +575,6 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
 
       // This warpgroup's dQ part = dS K: A = dS (queries x keys) read MN-major from dS^T, B = K
       // (desc_k_cols) read MN-major; the keys are the k16 steps.
-      if constexpr (kDimSplit) {
-        // dK, dV (64 + 64 registers) and dQ (64) leave no room for the P^T and dS^T fragments that
-        // the dK/dV MMAs still read: wait for those first.
-        wgmma_wait<0>();
-      }
       float dq[kQTilesHalf][4];
       const uint64_t desc_ds = advance_descriptor(
           smem_descriptor(ds_tile, kSwizzleAtomBytes, kSwizzleAtomBytes), dq_key_offset);

@@ -32,11 +32,14 @@ namespace ringpack::cuda {
 //
 // head_dim 256 (kDimSplit): dK and dV of 64 keys would take 128 + 128 registers a thread, so both
 // warpgroups own the same kBlockN = 64 keys and each accumulates dK, dV over its half of the
-// columns (64 + 64 registers). Both compute the same S^T and dP^T over the whole head dim (the
-// price: S^T and dP^T twice, 7 MMA units of work for 5); each writes half of dS^T, and dQ is
-// split by 128-column halves. Shared memory: K, V 32 KB each, two stages of Q and dO (32 KB
-// each), two dS^T buffers (8 KB each): 208 KB, which leaves no room to stage dQ tiles, so the
-// gradients go out by float2 atomics (kTileAdds = false).
+// columns (64 + 64 registers). Each computes S^T and dP^T of the 64 keys over its half of the
+// queries (wgmma 64 x 32) and writes its half of P^T and dS^T to shared memory; after a barrier
+// both read all of them there for dV, dK (and dS^T for dQ, split by 128-column halves). Computing
+// S^T and dP^T of all 64 queries in both warpgroups instead (P^T, dS^T from registers) cost 7 MMA
+// units of work for 5 and twice the exponentials (docs/history.md, session 25). Shared memory:
+// K, V 32 KB each, two stages of Q and dO (32 KB each), the P^T and dS^T tiles (8 KB each, one
+// buffer each): 208 KB, which leaves no room to stage dQ tiles, so the gradients go out by
+// float2 atomics (kTileAdds = false).
 template <class Element_, int kHeadDim_>
 struct BackwardWgmmaTraits {
   using Element = Element_;
