@@ -530,30 +530,28 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
         fence_proxy_async_shared();
         named_barrier_sync(NamedBarrier::kConsumers, Traits::kNumConsumerThreads);
       }
+      // acc += A B over the tile's 64 queries (the k16 steps): A = frag, or at 256 read from
+      // desc_a_rows; B (dO or Q) read MN-major from desc_b_mn.
+      const auto add_query_mmas = [&](float(&acc)[kHTiles][4],
+                                      const uint32_t(&frag)[kScoreSteps][4], uint64_t desc_a_rows,
+                                      uint64_t desc_b_mn) {
+#pragma unroll
+        for (int kk = 0; kk < kQSteps; ++kk) {
+          const uint64_t desc_b = advance_descriptor(desc_b_mn, kk * kRowStepBytes);
+          if constexpr (kDimSplit) {
+            MmaKV::template ss<1>(acc, advance_descriptor(desc_a_rows, kk * kStepBytes), desc_b,
+                                  true);
+          } else {
+            MmaKV::template rs<1>(acc, frag[kk], desc_b, true);
+          }
+        }
+      };
       fence_accumulators(acc_dv);
       fence_accumulators(acc_dk);
       wgmma_fence();
-#pragma unroll
-      for (int kk = 0; kk < kQSteps; ++kk) {
-        const uint64_t desc_b = advance_descriptor(desc_do_mn, kk * kRowStepBytes);
-        if constexpr (kDimSplit) {
-          MmaKV::template ss<1>(acc_dv, advance_descriptor(desc_p_rows, kk * kStepBytes), desc_b,
-                                true);
-        } else {
-          MmaKV::template rs<1>(acc_dv, p_frag[kk], desc_b, true);
-        }
-      }
+      add_query_mmas(acc_dv, p_frag, desc_p_rows, desc_do_mn);
       if constexpr (!kDimSplit) store_tile(ds_tile, ds_frag);
-#pragma unroll
-      for (int kk = 0; kk < kQSteps; ++kk) {
-        const uint64_t desc_b = advance_descriptor(desc_q_mn, kk * kRowStepBytes);
-        if constexpr (kDimSplit) {
-          MmaKV::template ss<1>(acc_dk, advance_descriptor(desc_ds_rows, kk * kStepBytes), desc_b,
-                                true);
-        } else {
-          MmaKV::template rs<1>(acc_dk, ds_frag[kk], desc_b, true);
-        }
-      }
+      add_query_mmas(acc_dk, ds_frag, desc_ds_rows, desc_q_mn);
       wgmma_commit();
 
       // dS^T in place for the dQ MMAs (the async proxy): at head_dim 64 each warpgroup reads only
