@@ -79,8 +79,8 @@ struct BackwardWgmmaSmem {
   alignas(1024) Element v[Traits::kKVElems];             // [2][kBlockN][64]
   alignas(1024) Element q[kStages][Traits::kQElems];     // [kStages][kBlockM][64] each
   alignas(1024) Element dout[kStages][Traits::kQElems];  // [kStages][kBlockM][64] each
-  // dS^T [kBlockN keys][64 queries], two buffers; at head_dim 256 P^T and dS^T, one each.
-  alignas(1024) Element ds[2][Traits::kDsElems];
+  // Two [kBlockN keys][64 queries] tiles: dS^T, two buffers; at head_dim 256 P^T and dS^T.
+  alignas(1024) Element key_query[2][Traits::kKeyQueryElems];
   // Per pair of queries (2 c, 2 c + 1): their lse * log2(e) (+inf where nothing is visible, so
   // P = 0) and delta, {lse_2c, lse_2c+1, delta_2c, delta_2c+1}: one 16-byte load per n8 tile.
   float4 row_terms[kStages][kBlockM / 2];
@@ -507,11 +507,11 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
       // only passed once both warpgroups have finished step it's dQ (and the persistent schedule's
       // next item starts only after K/V are loaded again, once both have finished this one).
       // head_dim 256: each warpgroup holds P^T and dS^T of its half of the queries, and the dK and
-      // dV MMAs of both need all of them, so P^T (smem.ds[0]) and dS^T (smem.ds[1]) both go
+      // dV MMAs of both need all of them, so P^T (key_query[0]) and dS^T (key_query[1]) both go
       // through shared memory, one buffer each (no room for two): a barrier before the stores
       // waits until both warpgroups are done with the previous step's MMAs.
-      Element* ds_tile = kDimSplit ? smem.ds[1] : smem.ds[it & 1];
-      Element* p_tile = smem.ds[0];  // head_dim 256
+      Element* ds_tile = kDimSplit ? smem.key_query[1] : smem.key_query[it & 1];
+      Element* p_tile = smem.key_query[0];  // head_dim 256
 
       // dV_w += P^T dO and dK_w += dS^T Q: B = dO, Q read MN-major (query rows are the k16 steps),
       // from this warpgroup's first dK/dV column; A from registers, or at head_dim 256 read

@@ -59,7 +59,7 @@ struct BackwardWgmmaTraits {
   static constexpr int kProducerRegisters = 24;
   static constexpr int kKVElems = kBlockN * kHeadDim;
   static constexpr int kQElems = kBlockM * kHeadDim;
-  static constexpr int kDsElems = kBlockN * kBlockM;
+  static constexpr int kKeyQueryElems = kBlockN * kBlockM;             // a P^T or dS^T tile
   static constexpr bool kDqByKeys = kHeadDim == 64;                    // else by column halves
   static constexpr int kDqCols = kDqByKeys ? kHeadDim : kHeadDim / 2;  // dQ columns of a group
   static constexpr bool kTileAdds = !kDimSplit;  // GradAdd::kTiles has its staging memory
