@@ -91,10 +91,10 @@ void check_supported(DType dtype, int head_dim, bool backward, const KernelOptio
                  "--backward-schedule auto");
   if (options.backward_grad_add == GradientAdd::kTma) {
     // Only the Hopper backward adds by TMA reductions; the mma.sync backward adds by atomics.
-    RINGPACK_CHECK(hopper_backward && backward_wgmma_tile_adds(head_dim),
-                   "--backward-grad-add tma needs the Hopper backward with tile adds (head_dim 64 "
-                   "or 128, not deterministic, compute capability 9.x, --backward-loop auto or "
-                   "wgmma); use --backward-grad-add auto");
+    RINGPACK_CHECK(hopper_backward,
+                   "--backward-grad-add tma needs the Hopper backward (head_dim 64, 128 or 256, "
+                   "not deterministic, compute capability 9.x, --backward-loop auto or wgmma); "
+                   "use --backward-grad-add auto");
   }
   RINGPACK_CHECK(!options.deterministic || options.backward_head_splits <= 1,
                  "--backward-head-splits ", options.backward_head_splits,

@@ -31,7 +31,9 @@
 //   (A = dS^T read MN-major), added to the fp32 dq accumulator: each warp stages its 16 query rows
 //   in shared memory and adds them while the next step's S^T and dP^T run, by two tensor reductions
 //   of [16][32] boxes (GradAdd::kTiles, TMA maps of the accumulators; dK and dV go out the same way
-//   at the end), or with float2 atomics from registers (kAtomics).
+//   at the end), or with float2 atomics from registers (kAtomics). At head_dim 256 (kTiles) the
+//   rows are staged in the step's Q or dO stage as four boxes a warp, reduced at once, and the
+//   stage goes back to the producer once they have been read; dK and dV go out by atomics.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -87,8 +89,8 @@ struct BackwardWgmmaSmem {
   int4 visible[kStages][kBlockM];  // partial tiles: VisibleKeys {segment, pos_lo, pos_hi, -}
   // GradAdd::kTiles: each consumer warp's 16 rows of its dQ half (fp32) as two [16][32] boxes in
   // the 128-byte swizzle of the dq tensor map (swizzled_box_offset), the source of its reductions
-  // (one unused warp's worth without kTileAdds).
-  alignas(1024) float dq[Traits::kTileAdds ? Traits::kNumConsumerThreads / 32 : 1][kDqBoxes]
+  // (one unused warp's worth with kDqInQStages, which stages them in the Q and dO stages).
+  alignas(1024) float dq[Traits::kDqInQStages ? 1 : Traits::kNumConsumerThreads / 32][kDqBoxes]
                         [kGradBoxFloats];
   uint64_t kv_full;
   uint64_t q_full[kStages];
@@ -173,7 +175,6 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
   using MmaS = WgmmaOps<Element, kScoreQueries>;                   // S^T, dP^T
   using MmaKV = WgmmaOps<Element, Traits::kGroupCols>;             // 64 x group columns (dK, dV)
   using MmaDq = WgmmaOps<Element, Traits::kDqCols>;                // 64 x dQ part columns
-  static_assert(!kDimSplit || kAdd == GradAdd::kAtomics, "no dQ staging memory at head_dim 256");
 
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   Smem& smem = *reinterpret_cast<Smem*>(smem_raw);
@@ -369,8 +370,12 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
     };
     // Tiled dQ: each step stages its rows in smem.dq (right after its dQ MMAs); lane 0 issues their
     // two tensor reductions during the next step's S^T and dP^T MMAs (or after the loop), off the
-    // critical path.
-    constexpr bool kTiles = kAdd == GradAdd::kTiles;
+    // critical path. At head_dim 256 (kDqInStage) each warpgroup stages its 64 x 128 part in the
+    // step's Q (warpgroup 0) or dO (warpgroup 1) stage once both warpgroups' MMAs are done with
+    // them, lane 0 reduces its warp's four boxes at once, and the stage is released during the next
+    // step's S^T and dP^T, once the reductions have read it (release_staged).
+    constexpr bool kTiles = kAdd == GradAdd::kTiles && !Traits::kDqInQStages;
+    constexpr bool kDqInStage = kAdd == GradAdd::kTiles && Traits::kDqInQStages;
     float* const dq_stage = &smem.dq[warp][0][0];
     struct DqRows {
       int query0;  // this warp's first staged query row
@@ -384,6 +389,11 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
       reduce_grad_boxes(&maps.dq, dq_stage, kDqBoxes, dq_col0, staged_rows.head, staged_rows.query0,
                         batch);
       bulk_commit_group();
+    };
+    const auto release_staged = [&](int staged_stage) {
+      if (lane == 0) bulk_wait_group<0, true>();
+      __syncwarp();
+      mbarrier_arrive(&smem.q_empty[staged_stage]);
     };
 
     // The step's query tile (its tile list entry) and query head: steps walk the list once per
@@ -436,6 +446,9 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
       issue_scores(it, !kScoresAhead, true);
       if constexpr (kTiles) {
         if (it > 0) add_staged_dq();  // the previous step's dQ, while this step's MMAs run
+      }
+      if constexpr (kDqInStage) {
+        if (it > 0) release_staged((step + it - 1) % kStages);
       }
       wgmma_wait<0>();
       fence_accumulators(s[0]);
@@ -600,8 +613,8 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
       // reads of the row vectors, which the producer overwrites next (one arrival per warp after
       // __syncwarp is flagged by racecheck). The last step's unused S^T still reads its Q: that
       // stage is released after the loop (a wait here, in a branch, would make ptxas wait for
-      // every MMA at its join).
-      if (!kScoresAhead || it + 1 < steps) mbarrier_arrive(&smem.q_empty[stage]);
+      // every MMA at its join). kDqInStage: released by release_staged.
+      if (!kDqInStage && (!kScoresAhead || it + 1 < steps)) mbarrier_arrive(&smem.q_empty[stage]);
 
       // dq[query, head, dq_col0 ...) += scale dQ part: this warp's rows 16 (warp % 4) .. + 15.
       if constexpr (kTiles) {
@@ -609,6 +622,20 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
         __syncwarp();
         stage_grad_rows(dq_stage, dq, p.scale, quad_row, quad_col);
         staged_rows = DqRows{q0 + 16 * warp_in_group, head};  // added during the next S^T, dP^T
+      } else if constexpr (kDqInStage) {
+        // Both warpgroups' MMAs have read this stage's Q and dO.
+        named_barrier_sync(NamedBarrier::kConsumers, Traits::kNumConsumerThreads);
+        float* const in_stage =
+            reinterpret_cast<float*>(warpgroup == 0 ? smem.q[stage] : smem.dout[stage]) +
+            warp_in_group * (kGradBoxRows * Traits::kDqCols);
+        stage_grad_rows(in_stage, dq, p.scale, quad_row, quad_col);
+        fence_proxy_async_shared();
+        __syncwarp();
+        if (lane == 0) {
+          reduce_grad_boxes(&maps.dq, in_stage, Traits::kDqCols / kGradBoxCols, dq_col0, head,
+                            q0 + 16 * warp_in_group, batch);
+          bulk_commit_group();
+        }
       } else {
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
@@ -628,6 +655,7 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
       wgmma_wait<0>();  // the unused S^T
       mbarrier_arrive(&smem.q_empty[(step + steps - 1) % kStages]);
     }
+    if constexpr (kDqInStage) release_staged((step + steps - 1) % kStages);
     if constexpr (kTiles) {
       add_staged_dq();  // the last step's rows
 
@@ -703,23 +731,21 @@ void launch_backward_wgmma(BackwardParams params, const BackwardTensorMaps& maps
                            const KernelOptions& options, cudaStream_t stream) {
   using Traits = BackwardWgmmaTraits<Element, kHeadDim>;
   const GradientAdd grad_add = options.backward_grad_add;
-  RINGPACK_CHECK(Traits::kTileAdds || grad_add != GradientAdd::kTma,
-                 "--backward-grad-add tma: the Hopper backward at head_dim ", kHeadDim,
-                 " adds its gradients by atomics (no shared memory left to stage tiles); use "
-                 "--backward-grad-add auto");
   params.accumulate_dq = true;
 
   BackwardTensorMaps all_maps = maps;
-  const bool tile_map = Traits::kTileAdds &&
-                        encode_fp32_tile_map(&all_maps.dq, params.dq, params.batch, params.seqlen_q,
-                                             params.num_heads_q, Traits::kHeadDim,
-                                             params.q_token_stride, kGradBoxRows, kGradBoxCols) &&
-                        encode_fp32_tile_map(&all_maps.dk, params.dk, params.batch, params.seqlen_k,
-                                             params.num_heads_kv, Traits::kHeadDim,
-                                             params.kv_token_stride, kGradBoxRows, kGradBoxCols) &&
-                        encode_fp32_tile_map(&all_maps.dv, params.dv, params.batch, params.seqlen_k,
-                                             params.num_heads_kv, Traits::kHeadDim,
-                                             params.kv_token_stride, kGradBoxRows, kGradBoxCols);
+  // dq, and dk, dv where the kernel adds them by tensor reductions too (kGradTileAdds).
+  const bool tile_map =
+      encode_fp32_tile_map(&all_maps.dq, params.dq, params.batch, params.seqlen_q,
+                           params.num_heads_q, Traits::kHeadDim, params.q_token_stride,
+                           kGradBoxRows, kGradBoxCols) &&
+      (!Traits::kGradTileAdds ||
+       (encode_fp32_tile_map(&all_maps.dk, params.dk, params.batch, params.seqlen_k,
+                             params.num_heads_kv, Traits::kHeadDim, params.kv_token_stride,
+                             kGradBoxRows, kGradBoxCols) &&
+        encode_fp32_tile_map(&all_maps.dv, params.dv, params.batch, params.seqlen_k,
+                             params.num_heads_kv, Traits::kHeadDim, params.kv_token_stride,
+                             kGradBoxRows, kGradBoxCols)));
   RINGPACK_CHECK(tile_map || grad_add != GradientAdd::kTma,
                  "--backward-grad-add tma: TMA cannot describe dq, dk or dv (16-byte aligned "
                  "bases, rows a multiple of 16 bytes apart); use --backward-grad-add auto");
@@ -731,10 +757,8 @@ void launch_backward_wgmma(BackwardParams params, const BackwardTensorMaps& maps
     return persistent ? backward_wgmma_kernel<Traits, kAddValue, true>
                       : backward_wgmma_kernel<Traits, kAddValue, false>;
   };
-  auto kernel = pick(std::integral_constant<GradAdd, GradAdd::kAtomics>{});
-  if constexpr (Traits::kTileAdds) {
-    if (tiles) kernel = pick(std::integral_constant<GradAdd, GradAdd::kTiles>{});
-  }
+  auto kernel = tiles ? pick(std::integral_constant<GradAdd, GradAdd::kTiles>{})
+                      : pick(std::integral_constant<GradAdd, GradAdd::kAtomics>{});
   TilePlan plan = plan_step_tiles(params, Traits::kBlockM, Traits::kBlockN,
                                   /*lists_of_queries=*/true, stream);
   constexpr int kSmemBytes = int(sizeof(BackwardWgmmaSmem<Traits>));

@@ -38,8 +38,13 @@ namespace ringpack::cuda {
 // S^T and dP^T of all 64 queries in both warpgroups instead (P^T, dS^T from registers) cost 7 MMA
 // units of work for 5 and twice the exponentials (docs/history.md, session 25). Shared memory:
 // K, V 32 KB each, two stages of Q and dO (32 KB each), the P^T and dS^T tiles (8 KB each, one
-// buffer each): 208 KB, which leaves no room to stage dQ tiles, so the gradients go out by
-// float2 atomics (kTileAdds = false).
+// buffer each): 208 KB, which leaves no room for dQ tiles of their own (kDqInQStages): with
+// GradAdd::kTiles each warpgroup stages its dQ part (64 x 128 fp32, 32 KB) in the step's Q
+// (warpgroup 0) or dO (warpgroup 1) stage once both warpgroups' MMAs are done with them, and
+// releases the stage to the producer once the tensor reductions have read it, during the next
+// step's S^T and dP^T; dK and dV go out by float2 atomics at the end (kGradTileAdds = false).
+// The float2 atomics of dQ bound this kernel at the rate the L2 adds them (0.82-0.85x the time by
+// tensor reductions, docs/benchmarks.md, "Session 27").
 template <class Element_, int kHeadDim_>
 struct BackwardWgmmaTraits {
   using Element = Element_;
@@ -62,14 +67,18 @@ struct BackwardWgmmaTraits {
   static constexpr int kKeyQueryElems = kBlockN * kBlockM;             // a P^T or dS^T tile
   static constexpr bool kDqByKeys = kHeadDim == 64;                    // else by column halves
   static constexpr int kDqCols = kDqByKeys ? kHeadDim : kHeadDim / 2;  // dQ columns of a group
-  static constexpr bool kTileAdds = !kDimSplit;  // GradAdd::kTiles has its staging memory
+  // GradAdd::kTiles: dQ staged in smem.dq (64, 128) or in the step's Q / dO stage (256); dK, dV
+  // staged at the end and added by tensor reductions too (64, 128) or by atomics (256).
+  static constexpr bool kDqInQStages = kDimSplit;
+  static constexpr bool kGradTileAdds = !kDimSplit;
 };
 
 // How the backward adds dQ (each step) and dK / dV (at the end) to the fp32 accumulators:
 // kTiles stages them in shared memory and adds them by TMA tensor reductions (needs TMA maps of
-// dq, dk, dv: 16-byte aligned, rows a multiple of 16 bytes apart); kAtomics adds float2 pairs from
-// registers (8-byte alignment). BackendOptions::backward_grad_add chooses (GradientAdd: kAuto takes
-// kTiles where the maps encode).
+// dq, dk, dv: 16-byte aligned, rows a multiple of 16 bytes apart; at head_dim 256 dQ only, dK and
+// dV by atomics); kAtomics adds float2 pairs from registers (8-byte alignment).
+// BackendOptions::backward_grad_add chooses (GradientAdd: kAuto takes kTiles where the maps
+// encode).
 enum class GradAdd { kAtomics, kTiles };
 
 // The boxes of the kTiles reductions: one consumer warp's 16 rows x 32 fp32 columns (128 bytes,
@@ -77,16 +86,13 @@ enum class GradAdd { kAtomics, kTiles };
 constexpr int kGradBoxRows = 16;
 constexpr int kGradBoxCols = 32;
 constexpr int kGradBoxFloats = kGradBoxRows * kGradBoxCols;
-constexpr int kDqBoxes = 64 / kGradBoxCols;  // boxes of a warpgroup's 64-column dQ half
+constexpr int kDqBoxes = 64 / kGradBoxCols;  // boxes of a warpgroup's 64-column dQ half (smem.dq)
 
 // Whether the Hopper backward serves a configuration: head_dim 64, 128 or 256, not deterministic
-// (the deterministic mode uses the mma.sync kernels); and whether it can add its gradients by
-// tensor reductions (GradAdd::kTiles: head_dim 64 and 128).
+// (the deterministic mode uses the mma.sync kernels). It can add its gradients by tensor
+// reductions (GradAdd::kTiles) at each of them.
 constexpr bool backward_wgmma_head_dim(int head_dim) {
   return head_dim == 64 || head_dim == 128 || head_dim == 256;
-}
-constexpr bool backward_wgmma_tile_adds(int head_dim) {
-  return head_dim == 64 || head_dim == 128;
 }
 constexpr bool backward_has_wgmma(int head_dim, bool deterministic) {
   return backward_wgmma_head_dim(head_dim) && !deterministic;

@@ -60,7 +60,7 @@ void run_backward_instance(BackwardParams params, const KernelOptions& options,
   RINGPACK_CHECK(
       options.backward_grad_add != GradientAdd::kTma,
       "--backward-grad-add tma needs the Hopper backward, which does not serve this "
-      "step (head_dim 64 or 128, not deterministic, compute capability 9.x, aligned tensors); "
+      "step (head_dim 64, 128 or 256, not deterministic, compute capability 9.x, aligned tensors); "
       "use --backward-grad-add auto");
   RINGPACK_CHECK(options.backward_schedule != KernelSchedule::kPersistent,
                  "--backward-schedule persistent needs the Hopper backward, which does not serve "
