@@ -374,6 +374,7 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
     // step's Q (warpgroup 0) or dO (warpgroup 1) stage once both warpgroups' MMAs are done with
     // them, lane 0 reduces its warp's four boxes at once, and the stage is released during the next
     // step's S^T and dP^T, once the reductions have read it (release_staged).
+    // kTiles at head_dim 64 and 128: dQ through smem.dq, and dK, dV staged at the end (below).
     constexpr bool kTiles = kAdd == GradAdd::kTiles && !Traits::kDqInQStages;
     constexpr bool kDqInStage = kAdd == GradAdd::kTiles && Traits::kDqInQStages;
     float* const dq_stage = &smem.dq[warp][0][0];
