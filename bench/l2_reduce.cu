@@ -1,10 +1,11 @@
 // How fast an H100 / H200 adds fp32 tiles into global memory, by the three mechanisms a backward
 // kernel can use for dQ: float2 and float4 atomics from registers (RED.F32x2 / x4, in the pattern
-// of a wgmma accumulator fragment, as backward/kernel_sm90.h adds dQ at head_dim 256) and bulk
+// of a wgmma accumulator fragment, as backward/kernel_sm90.h's atomic path adds dQ) and bulk
 // reductions from shared memory (cp.reduce.async.bulk ... add.f32, one 1 KiB row each). Each CTA
 // adds one 64 x 256 fp32 tile (64 KiB, a dQ tile at head_dim 256) per iteration to a tile of a
 // buffer that holds `tiles` of them, a different one each time; the rate is bytes added per
-// second. A standalone measuring tool, not part of the library:
+// second. A standalone measuring tool, not part of the library (CMake builds it as
+// ringpack_l2_reduce where sm_90a is among the architectures), or by hand:
 //
 //   nvcc -gencode arch=compute_90a,code=sm_90a -O3 -std=c++17 bench/l2_reduce.cu -o l2_reduce
 //   ./l2_reduce [ctas_per_sm=1] [iterations=400]
