@@ -4,11 +4,10 @@
 // reductions from shared memory (cp.reduce.async.bulk ... add.f32, one 1 KiB row each). Each CTA
 // adds one 64 x 256 fp32 tile (64 KiB, a dQ tile at head_dim 256) per iteration to a tile of a
 // buffer that holds `tiles` of them, a different one each time; the rate is bytes added per
-// second. A standalone measuring tool, not part of the library (CMake builds it as
-// ringpack_l2_reduce where sm_90a is among the architectures), or by hand:
+// second. A measuring tool, not part of the library; CMake builds it as ringpack_l2_reduce where
+// sm_90a is among the architectures (scripts/gpu_check.sh's build: build-gpu/ringpack_l2_reduce):
 //
-//   nvcc -gencode arch=compute_90a,code=sm_90a -O3 -std=c++17 bench/l2_reduce.cu -o l2_reduce
-//   ./l2_reduce [ctas_per_sm=1] [iterations=400]
+//   ringpack_l2_reduce [ctas_per_sm=1] [iterations=400]
 //
 // Prints one line per (mechanism, buffer size): the median of 5 timed runs.
 #include <cuda_runtime.h>
@@ -17,7 +16,10 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <exception>
 #include <vector>
+
+#include "cuda/common/cuda_check.h"
 
 namespace {
 
@@ -25,15 +27,6 @@ constexpr int kRows = 64;
 constexpr int kCols = 256;
 constexpr int kTileFloats = kRows * kCols;
 constexpr int kThreads = 256;  // two warpgroups, each adding a 64 x 128 half
-
-#define CHECK(call)                                                                      \
-  do {                                                                                   \
-    cudaError_t err_ = (call);                                                           \
-    if (err_ != cudaSuccess) {                                                           \
-      std::fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, cudaGetErrorString(err_)); \
-      std::exit(1);                                                                      \
-    }                                                                                    \
-  } while (0)
 
 // The tile a CTA adds in iteration `it`: concurrent CTAs add to different tiles.
 __device__ int tile_of(int cta, int it, int tiles) {
@@ -95,43 +88,44 @@ __global__ void __launch_bounds__(kThreads) add_bulk(float* buffer, int tiles, i
 template <class Launch>
 double median_ms(Launch launch) {
   cudaEvent_t start, stop;
-  CHECK(cudaEventCreate(&start));
-  CHECK(cudaEventCreate(&stop));
+  RINGPACK_CUDA_CHECK(cudaEventCreate(&start));
+  RINGPACK_CUDA_CHECK(cudaEventCreate(&stop));
   launch();  // warm-up
-  CHECK(cudaGetLastError());
+  RINGPACK_CUDA_CHECK(cudaGetLastError());
   std::vector<float> times;
   for (int rep = 0; rep < 5; ++rep) {
-    CHECK(cudaEventRecord(start));
+    RINGPACK_CUDA_CHECK(cudaEventRecord(start));
     launch();
-    CHECK(cudaEventRecord(stop));
-    CHECK(cudaEventSynchronize(stop));
+    RINGPACK_CUDA_CHECK(cudaEventRecord(stop));
+    RINGPACK_CUDA_CHECK(cudaEventSynchronize(stop));
     float ms = 0;
-    CHECK(cudaEventElapsedTime(&ms, start, stop));
+    RINGPACK_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
     times.push_back(ms);
   }
-  CHECK(cudaEventDestroy(start));
-  CHECK(cudaEventDestroy(stop));
+  RINGPACK_CUDA_CHECK(cudaEventDestroy(start));
+  RINGPACK_CUDA_CHECK(cudaEventDestroy(stop));
   std::sort(times.begin(), times.end());
   return times[times.size() / 2];
 }
 
 }  // namespace
 
-int main(int argc, char** argv) {
+int measure(int argc, char** argv) {
   const int ctas_per_sm = argc > 1 ? std::atoi(argv[1]) : 1;
   const int iterations = argc > 2 ? std::atoi(argv[2]) : 400;
   cudaDeviceProp prop{};
-  CHECK(cudaGetDeviceProperties(&prop, 0));
+  RINGPACK_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
   const int ctas = prop.multiProcessorCount * ctas_per_sm;
   const int bulk_smem = kTileFloats * 4;
-  CHECK(cudaFuncSetAttribute(add_bulk, cudaFuncAttributeMaxDynamicSharedMemorySize, bulk_smem));
+  RINGPACK_CUDA_CHECK(
+      cudaFuncSetAttribute(add_bulk, cudaFuncAttributeMaxDynamicSharedMemorySize, bulk_smem));
   std::printf(
       "device: %s, %d SMs, L2 %d MiB; %d CTAs x %d threads, %d iterations of a 64 KiB tile\n",
       prop.name, prop.multiProcessorCount, prop.l2CacheSize >> 20, ctas, kThreads, iterations);
   for (const int tiles : {256, 4096}) {  // 16 MiB (fits L2) and 256 MiB
     float* buffer = nullptr;
-    CHECK(cudaMalloc(&buffer, size_t(tiles) * kTileFloats * 4));
-    CHECK(cudaMemset(buffer, 0, size_t(tiles) * kTileFloats * 4));
+    RINGPACK_CUDA_CHECK(cudaMalloc(&buffer, size_t(tiles) * kTileFloats * 4));
+    RINGPACK_CUDA_CHECK(cudaMemset(buffer, 0, size_t(tiles) * kTileFloats * 4));
     const double bytes = double(ctas) * iterations * kTileFloats * 4;
     const auto report = [&](const char* name, double ms) {
       std::printf("%-14s buffer %4d MiB: %8.3f ms, %6.3f TB/s of fp32 adds\n", name,
@@ -143,8 +137,17 @@ int main(int argc, char** argv) {
            median_ms([&] { add_atomics<4><<<ctas, kThreads>>>(buffer, tiles, iterations); }));
     report("bulk rows",
            median_ms([&] { add_bulk<<<ctas, kThreads, bulk_smem>>>(buffer, tiles, iterations); }));
-    CHECK(cudaGetLastError());
-    CHECK(cudaFree(buffer));
+    RINGPACK_CUDA_CHECK(cudaGetLastError());
+    RINGPACK_CUDA_CHECK(cudaFree(buffer));
   }
   return 0;
+}
+
+int main(int argc, char** argv) {
+  try {
+    return measure(argc, argv);
+  } catch (const std::exception& error) {
+    std::fprintf(stderr, "ringpack_l2_reduce: %s\n", error.what());
+    return 1;
+  }
 }

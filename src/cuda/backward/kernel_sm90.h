@@ -374,23 +374,25 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
     // step's Q (warpgroup 0) or dO (warpgroup 1) stage once both warpgroups' MMAs are done with
     // them, lane 0 reduces its warp's four boxes at once, and the stage is released during the next
     // step's S^T and dP^T, once the reductions have read it (release_staged).
-    // kTiles at head_dim 64 and 128: dQ through smem.dq, and dK, dV staged at the end (below).
+    // kGradTiles: dK and dV staged at the end and added by tensor reductions too (64, 128).
     constexpr bool kTiles = kAdd == GradAdd::kTiles && !Traits::kDqInQStages;
     constexpr bool kDqInStage = kAdd == GradAdd::kTiles && Traits::kDqInQStages;
+    constexpr bool kGradTiles = kAdd == GradAdd::kTiles && Traits::kGradTileAdds;
     float* const dq_stage = &smem.dq[warp][0][0];
     struct DqRows {
       int query0;  // this warp's first staged query row
       int head;
     };
     DqRows staged_rows{0, 0};
-    const auto add_staged_dq = [&] {
+    // This warp's staged dQ rows (`boxes` boxes at `stage`) added by lane 0's tensor reductions.
+    const auto reduce_staged_dq = [&](const float* stage, int boxes, DqRows rows) {
       fence_proxy_async_shared();  // the staging stores, before the bulk engine reads them
       __syncwarp();
       if (lane != 0) return;
-      reduce_grad_boxes(&maps.dq, dq_stage, kDqBoxes, dq_col0, staged_rows.head, staged_rows.query0,
-                        batch);
+      reduce_grad_boxes(&maps.dq, stage, boxes, dq_col0, rows.head, rows.query0, batch);
       bulk_commit_group();
     };
+    const auto add_staged_dq = [&] { reduce_staged_dq(dq_stage, kDqBoxes, staged_rows); };
     const auto release_staged = [&](int staged_stage) {
       if (lane == 0) bulk_wait_group<0, true>();
       __syncwarp();
@@ -630,13 +632,8 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
             reinterpret_cast<float*>(warpgroup == 0 ? smem.q[stage] : smem.dout[stage]) +
             warp_in_group * (kGradBoxRows * Traits::kDqCols);
         stage_grad_rows(in_stage, dq, p.scale, quad_row, quad_col);
-        fence_proxy_async_shared();
-        __syncwarp();
-        if (lane == 0) {
-          reduce_grad_boxes(&maps.dq, in_stage, Traits::kDqCols / kGradBoxCols, dq_col0, head,
-                            q0 + 16 * warp_in_group, batch);
-          bulk_commit_group();
-        }
+        reduce_staged_dq(in_stage, Traits::kDqCols / kGradBoxCols,
+                         DqRows{q0 + 16 * warp_in_group, head});
       } else {
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
@@ -657,9 +654,8 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
       mbarrier_arrive(&smem.q_empty[(step + steps - 1) % kStages]);
     }
     if constexpr (kDqInStage) release_staged((step + steps - 1) % kStages);
-    if constexpr (kTiles) {
-      add_staged_dq();  // the last step's rows
-
+    if constexpr (kTiles) add_staged_dq();  // the last step's rows
+    if constexpr (kGradTiles) {
       // dK += scale dK_tile, dV += dV_tile: this warp's 16 keys staged in the K / V tiles and the
       // Q / dO stages (free once both warpgroups are past their last MMAs), added by 4 + 4 tensor
       // reductions of [16][32] boxes.
