@@ -2,7 +2,8 @@
 # One call on a GPU machine: build (Ninja, -j16), GPU tests, compute-sanitizer on small cases,
 # and the benchmark with its peers; logs go to $OUT (or ./out), a short summary prints last.
 #
-#   scripts/gpu_check.sh [all|quick|tests|sanitize|bench|ab|profile] [extra gtest filter for tests]
+#   scripts/gpu_check.sh [all|quick|tests|sanitize|bench|ab|profile] [gtest filter]
+#     the filter selects the tests of mode tests, and in mode sanitize replaces its small cases;
 #     quick = tests + bench without peers and sanitizer (fast iteration on kernels);
 #     ab = only the A/B against AB_BASELINE (below);
 #     profile (or PROFILE=1 with any mode) = ncu of one forward and one backward launch
@@ -80,6 +81,7 @@ fi
 # (docs/benchmarks.md, "Session 22"). Any report is a finding.
 if [[ "$MODE" == all || "$MODE" == sanitize ]]; then
   SMALL="CudaForward.HeadDimsOnALongDocument:CudaForward.PersistentCtasOnFewSmsMatchReference:CudaForward.PingPongMatchesReference:CudaForward.UnequalQueryAndKeyLengthsMatchReference:CudaForward.TwoMergedStepsMatchReference:CudaBackendTest.DeviceGather*:CudaBackward.LongDocumentAcrossManyTiles:CudaBackward.PersistentScheduleOnOneSmMatchesReference"
+  [[ "$MODE" == sanitize && "$FILTER" != "*" ]] && SMALL="$FILTER"
   for tool in memcheck racecheck; do
     compute-sanitizer --tool "$tool" --error-exitcode 9 --print-limit 100000 \
       "$BUILD_DIR/ringpack_gpu_tests" --gtest_filter="$SMALL" >"$OUT/sanitize_$tool.log" 2>&1
