@@ -44,8 +44,7 @@ void KernelFlags::add_to(CLI::App& command, const std::string& group, ConfigKeys
       "mma_sync");
   add("--backward-grad-add", "backward_grad_add", backward_grad_add_,
       "how the Hopper backward adds dQ, dK, dV: auto (TMA reductions where TMA can describe the "
-      "gradients, else atomics; at head_dim 256 dK and dV by atomics), tma (or an error), "
-      "atomics");
+      "gradients, else atomics), tma (or an error), atomics");
   add("--backward-head-splits", "backward_head_splits", backward_head_splits_,
       "CUDA backward CTAs per (key tile, kv head): a divisor of --heads-q / --heads-kv; 0 = one "
       "per query head");

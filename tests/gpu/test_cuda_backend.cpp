@@ -132,7 +132,7 @@ TEST_F(CudaBackendTest, CheckSupportedRejectsKernelOptionsThatCannotHold) {
   rejects(options, 128, true, "--backward-loop wgmma");
   options = BackendOptions{};
   options.backward_grad_add = GradientAdd::kTma;
-  for (int head_dim : {64, 128, 256}) {  // at 256 dQ by TMA reductions, dK and dV by atomics
+  for (int head_dim : {64, 128, 256}) {
     EXPECT_NO_THROW(make_cuda_backend(options)->check_supported(DType::kBF16, head_dim, true))
         << "head_dim " << head_dim;
   }

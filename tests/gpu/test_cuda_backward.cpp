@@ -455,10 +455,9 @@ TEST_F(CudaBackward, MmaSyncLoopMatchesReference) {
   }
 }
 
-// The Hopper backward adds its gradients by tensor reductions of staged tiles by default (at
-// head_dim 256 dQ only, dK and dV by atomics); the float2-atomic path (accumulators TMA cannot
-// describe, or chosen for A/B benchmarks) must agree with the reference too, and so must other
-// head splits than one CTA per query head.
+// The Hopper backward adds its gradients by tensor reductions of staged tiles by default; the
+// float2-atomic path (accumulators TMA cannot describe, or chosen for A/B benchmarks) must agree
+// with the reference too, and so must other head splits than one CTA per query head.
 TEST_F(CudaBackward, AtomicGradientAddsMatchReference) {
   const uint64_t seed = seed_from_test_name();
   cuda::KernelOptions atomics;

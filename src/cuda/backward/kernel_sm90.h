@@ -33,7 +33,7 @@
 //   of [16][32] boxes (GradAdd::kTiles, TMA maps of the accumulators; dK and dV go out the same way
 //   at the end), or with float2 atomics from registers (kAtomics). At head_dim 256 (kTiles) the
 //   rows are staged in the step's Q or dO stage as four boxes a warp, reduced at once, and the
-//   stage goes back to the producer once they have been read; dK and dV go out by atomics.
+//   stage goes back to the producer once they have been read.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -374,10 +374,11 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
     // step's Q (warpgroup 0) or dO (warpgroup 1) stage once both warpgroups' MMAs are done with
     // them, lane 0 reduces its warp's four boxes at once, and the stage is released during the next
     // step's S^T and dP^T, once the reductions have read it (release_staged).
-    // kGradTiles: dK and dV staged at the end and added by tensor reductions too (64, 128).
-    constexpr bool kTiles = kAdd == GradAdd::kTiles && !Traits::kDqInQStages;
-    constexpr bool kDqInStage = kAdd == GradAdd::kTiles && Traits::kDqInQStages;
-    constexpr bool kGradTiles = kAdd == GradAdd::kTiles && Traits::kGradTileAdds;
+    // kDqTiles: dQ through smem.dq; kDqInStage: dQ through the Q / dO stages; either way (kTiles)
+    // dK and dV are staged at the end and added by tensor reductions too.
+    constexpr bool kTiles = kAdd == GradAdd::kTiles;
+    constexpr bool kDqTiles = kTiles && !Traits::kDqInQStages;
+    constexpr bool kDqInStage = kTiles && Traits::kDqInQStages;
     float* const dq_stage = &smem.dq[warp][0][0];
     struct DqRows {
       int query0;  // this warp's first staged query row
@@ -447,7 +448,7 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
       const int stage = (step + it) % kStages;
       const int q0 = (entry >> 1) * kBlockM;
       issue_scores(it, !kScoresAhead, true);
-      if constexpr (kTiles) {
+      if constexpr (kDqTiles) {
         if (it > 0) add_staged_dq();  // the previous step's dQ, while this step's MMAs run
       }
       if constexpr (kDqInStage) {
@@ -620,7 +621,7 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
       if (!kDqInStage && (!kScoresAhead || it + 1 < steps)) mbarrier_arrive(&smem.q_empty[stage]);
 
       // dq[query, head, dq_col0 ...) += scale dQ part: this warp's rows 16 (warp % 4) .. + 15.
-      if constexpr (kTiles) {
+      if constexpr (kDqTiles) {
         if (lane == 0) bulk_wait_group<0, true>();  // the previous step's rows have been read
         __syncwarp();
         stage_grad_rows(dq_stage, dq, p.scale, quad_row, quad_col);
@@ -654,12 +655,13 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
       mbarrier_arrive(&smem.q_empty[(step + steps - 1) % kStages]);
     }
     if constexpr (kDqInStage) release_staged((step + steps - 1) % kStages);
-    if constexpr (kTiles) add_staged_dq();  // the last step's rows
-    if constexpr (kGradTiles) {
-      // dK += scale dK_tile, dV += dV_tile: this warp's 16 keys staged in the K / V tiles and the
-      // Q / dO stages (free once both warpgroups are past their last MMAs), added by 4 + 4 tensor
-      // reductions of [16][32] boxes.
-      constexpr int kWarpStageFloats = kGradBoxRows * kHeadDim;  // 16 keys x head_dim
+    if constexpr (kDqTiles) add_staged_dq();  // the last step's rows
+    if constexpr (kTiles) {
+      // dK += scale dK_tile, dV += dV_tile: this warp's 16 keys (over its warpgroup's columns)
+      // staged in the K / V tiles and the Q / dO stages (free once both warpgroups are past their
+      // last MMAs and, at 256, the reductions of the last dQ have read their stage), added by
+      // tensor reductions of [16][32] boxes.
+      constexpr int kWarpStageFloats = kGradBoxRows * Traits::kGroupCols;
       static_assert(offsetof(Smem, v) == offsetof(Smem, k) + sizeof(Smem::k) &&
                     offsetof(Smem, dout) == offsetof(Smem, q) + sizeof(Smem::q) &&
                     sizeof(Smem::k) + sizeof(Smem::v) >= kConsumerWarps * kWarpStageFloats * 4 &&
@@ -672,9 +674,9 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
       fence_proxy_async_shared();
       __syncwarp();
       if (lane == 0) {
-        constexpr int kBoxes = kHeadDim / kGradBoxCols;
-        reduce_grad_boxes(&maps.dk, dk_stage, kBoxes, 0, h_kv, n0 + key_row0, batch);
-        reduce_grad_boxes(&maps.dv, dv_stage, kBoxes, 0, h_kv, n0 + key_row0, batch);
+        constexpr int kBoxes = Traits::kGroupCols / kGradBoxCols;
+        reduce_grad_boxes(&maps.dk, dk_stage, kBoxes, kv_col0, h_kv, n0 + key_row0, batch);
+        reduce_grad_boxes(&maps.dv, dv_stage, kBoxes, kv_col0, h_kv, n0 + key_row0, batch);
         bulk_commit_group();
         bulk_wait_group<0, false>();  // shared memory stays until the adds are done
       }
@@ -731,18 +733,16 @@ void launch_backward_wgmma(BackwardParams params, const BackwardTensorMaps& maps
   params.accumulate_dq = true;
 
   BackwardTensorMaps all_maps = maps;
-  // dq, and dk, dv where the kernel adds them by tensor reductions too (kGradTileAdds).
-  const bool tile_map =
-      encode_fp32_tile_map(&all_maps.dq, params.dq, params.batch, params.seqlen_q,
-                           params.num_heads_q, Traits::kHeadDim, params.q_token_stride,
-                           kGradBoxRows, kGradBoxCols) &&
-      (!Traits::kGradTileAdds ||
-       (encode_fp32_tile_map(&all_maps.dk, params.dk, params.batch, params.seqlen_k,
-                             params.num_heads_kv, Traits::kHeadDim, params.kv_token_stride,
-                             kGradBoxRows, kGradBoxCols) &&
-        encode_fp32_tile_map(&all_maps.dv, params.dv, params.batch, params.seqlen_k,
-                             params.num_heads_kv, Traits::kHeadDim, params.kv_token_stride,
-                             kGradBoxRows, kGradBoxCols)));
+  // dq, dk and dv, which GradAdd::kTiles adds by tensor reductions.
+  const bool tile_map = encode_fp32_tile_map(&all_maps.dq, params.dq, params.batch, params.seqlen_q,
+                                             params.num_heads_q, Traits::kHeadDim,
+                                             params.q_token_stride, kGradBoxRows, kGradBoxCols) &&
+                        encode_fp32_tile_map(&all_maps.dk, params.dk, params.batch, params.seqlen_k,
+                                             params.num_heads_kv, Traits::kHeadDim,
+                                             params.kv_token_stride, kGradBoxRows, kGradBoxCols) &&
+                        encode_fp32_tile_map(&all_maps.dv, params.dv, params.batch, params.seqlen_k,
+                                             params.num_heads_kv, Traits::kHeadDim,
+                                             params.kv_token_stride, kGradBoxRows, kGradBoxCols);
   RINGPACK_CHECK(tile_map || grad_add != GradientAdd::kTma,
                  "--backward-grad-add tma: TMA cannot describe dq, dk or dv (16-byte aligned "
                  "bases, rows a multiple of 16 bytes apart); use --backward-grad-add auto");

@@ -42,9 +42,9 @@ namespace ringpack::cuda {
 // GradAdd::kTiles each warpgroup stages its dQ part (64 x 128 fp32, 32 KB) in the step's Q
 // (warpgroup 0) or dO (warpgroup 1) stage once both warpgroups' MMAs are done with them, and
 // releases the stage to the producer once the tensor reductions have read it, during the next
-// step's S^T and dP^T; dK and dV go out by float2 atomics at the end (kGradTileAdds = false).
-// The float2 atomics of dQ bound this kernel at the rate the L2 adds them (0.82-0.85x the time by
-// tensor reductions, docs/benchmarks.md, "Session 27").
+// step's S^T and dP^T; dK and dV are staged in K, V, Q and dO at the end, as at 64 and 128.
+// The dQ adds bound this kernel at the rate the L2 adds them (by tensor reductions 0.82-0.85x the
+// time of float2 atomics, docs/benchmarks.md, "Session 27").
 template <class Element_, int kHeadDim_>
 struct BackwardWgmmaTraits {
   using Element = Element_;
@@ -68,15 +68,14 @@ struct BackwardWgmmaTraits {
   static constexpr bool kDqByKeys = kHeadDim == 64;                    // else by column halves
   static constexpr int kDqCols = kDqByKeys ? kHeadDim : kHeadDim / 2;  // dQ columns of a group
   // GradAdd::kTiles: dQ staged in smem.dq (64, 128) or in the step's Q / dO stage (256); dK, dV
-  // staged at the end and added by tensor reductions too (64, 128) or by atomics (256).
+  // staged at the end in K, V, Q and dO and added by tensor reductions too.
   static constexpr bool kDqInQStages = kDimSplit;
-  static constexpr bool kGradTileAdds = !kDimSplit;
 };
 
 // How the backward adds dQ (each step) and dK / dV (at the end) to the fp32 accumulators:
 // kTiles stages them in shared memory and adds them by TMA tensor reductions (needs TMA maps of
-// dq, dk, dv: 16-byte aligned, rows a multiple of 16 bytes apart; at head_dim 256 dQ only, dK and
-// dV by atomics); kAtomics adds float2 pairs from registers (8-byte alignment).
+// dq, dk, dv: 16-byte aligned, rows a multiple of 16 bytes apart); kAtomics adds float2 pairs
+// from registers (8-byte alignment).
 // BackendOptions::backward_grad_add chooses (GradientAdd: kAuto takes kTiles where the maps
 // encode).
 enum class GradAdd { kAtomics, kTiles };
