@@ -15,6 +15,12 @@ backward/kernel_sm90.h):
   aligned       steps and efficiency when key and query tiles restart at each document's first
                 token (what a kernel with per-document tiles would walk).
 
+With --wave CTAS (and --head-dim, default 128): the backward's first wave, the CTAS key tiles
+of one query head that start first in the grid's heaviest-first order (key tiles of 128, of 64
+at head_dim 256; most steps first, ties in row order, as tiles/tile_lists.cu orders them):
+  query tiles   the query tiles they walk between them, and what those rows hold, fp32 dq and
+                bf16 Q and dO (MiB): what the wave keeps in L2 for its dQ adds and loads.
+
 Forward (query and key tiles of 128; forward/kernel_sm90.h), with --forward:
   efficiency    visible pairs / computed pairs at 128 x 128, with each consumer warpgroup
                 (64 query rows) skipping the key tiles of 128 it sees nothing of (64x128 per
@@ -29,7 +35,7 @@ Forward (query and key tiles of 128; forward/kernel_sm90.h), with --forward:
   key tiles     visited key tiles per visited query tile (what each query tile's fixed costs are
                 spread over).
 
-  python3 bench/tile_geometry.py out/layouts.json [--forward]
+  python3 bench/tile_geometry.py out/layouts.json [--forward | --wave 132 --head-dim 256]
 """
 import argparse
 import collections
@@ -90,6 +96,25 @@ def backward_geometry(name, seg, pos):
           f"efficiency 64x128 {eff_128:.1%}, 64x64 {eff_64:.1%}; aligned {aligned_steps} steps "
           f"over {aligned_key_tiles} key tiles, efficiency "
           f"{pairs / (aligned_steps * QUERY_TILE * 2 * KEY_HALF):.1%}")
+
+
+def first_wave(seg, pos, head_dim, ctas):
+    """(steps of each key tile in the wave, query tiles they walk between them)."""
+    counts = visible_counts(seg, pos)
+    # [query tile, key tile]: the steps of each key tile's walk
+    walks = counts > 0 if head_dim == 256 else visited_blocks(counts)
+    steps = walks.sum(axis=0)
+    first = np.argsort(-steps, kind="stable")[:ctas]
+    return steps[first], int(walks[:, first].any(axis=1).sum())
+
+
+def first_wave_footprint(name, seg, pos, head_dim, ctas):
+    steps, query_tiles = first_wave(seg, pos, head_dim, ctas)
+    rows = query_tiles * QUERY_TILE
+    mib = 1 << 20
+    print(f"{name}: the first {len(steps)} key tiles walk {steps.max()}-{steps.min()} steps over "
+          f"{query_tiles} query tiles: dq {rows * head_dim * 4 / mib:.1f} MiB, Q and dO "
+          f"{rows * head_dim * 2 * 2 / mib:.1f} MiB")
 
 
 def document_aligned_steps(seg):
@@ -183,6 +208,9 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("layouts", help="JSON from ringpack bench --layouts-only --layouts-out")
     parser.add_argument("--forward", action="store_true", help="the forward's geometry")
+    parser.add_argument("--wave", type=int, metavar="CTAS",
+                        help="the backward's first wave of CTAS key tiles, what it walks")
+    parser.add_argument("--head-dim", type=int, default=128, choices=(64, 128, 256))
     args = parser.parse_args()
     with open(args.layouts) as f:
         layouts = json.load(f)
@@ -191,6 +219,8 @@ def main():
         pos = np.array(workload["positions"])
         if args.forward:
             forward_geometry(workload["name"], seg, pos, int(workload["pairs"]))
+        elif args.wave:
+            first_wave_footprint(workload["name"], seg, pos, args.head_dim, args.wave)
         else:
             backward_geometry(workload["name"], seg, pos)
 
