@@ -105,7 +105,10 @@ struct BackwardWgmmaSmem {
 // Offset (floats) of a consumer's fragment pair (row, 8 t + quad_col), row < 16, in
 // [kGradBoxRows][kGradBoxCols] boxes with the 128-byte swizzle of the fp32 tensor maps: n8 tile t
 // lies in box t / 4 as 16-byte chunks 2 (t % 4) and 2 (t % 4) + 1 of its row, and chunk c of row
-// r is stored at chunk c ^ (r mod 8). The float2 stores of a half-warp then hit 32 distinct banks.
+// r is stored at chunk c ^ (r mod 8). A warp's float2 stores of one tile then cover every bank
+// twice, but the hardware serves a 64-bit store a half-warp at a time, and a half-warp's rows
+// r and r ^ 1 write the same two chunk positions: 2-way bank conflicts (ncu: 4 wavefronts a store
+// where 2 would do; docs/benchmarks.md, "Session 28").
 __device__ __forceinline__ int swizzled_box_offset(int row, int t, int quad_col) {
   constexpr int kChunkFloats = 4;                   // floats per 16-byte chunk
   constexpr int kTilesPerBox = kGradBoxCols / 8;    // n8 tiles per box row
