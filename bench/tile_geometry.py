@@ -15,11 +15,13 @@ backward/kernel_sm90.h):
   aligned       steps and efficiency when key and query tiles restart at each document's first
                 token (what a kernel with per-document tiles would walk).
 
-With --wave CTAS (and --head-dim, default 128): the backward's first wave, the CTAS key tiles
-of one query head that start first in the grid's heaviest-first order (key tiles of 128, of 64
-at head_dim 256; most steps first, ties in row order, as tiles/tile_lists.cu orders them):
-  query tiles   the query tiles they walk between them, and what those rows hold, fp32 dq and
-                bf16 Q and dO (MiB): what the wave keeps in L2 for its dQ adds and loads.
+With --wave CTAS (and --head-dim, default 128): the backward's key tiles of one query head (of
+128, of 64 at head_dim 256) in groups of CTAS, as a grid of CTAS resident CTAs takes them, in two
+orders: heaviest first (most steps first, ties in row order: what tiles/tile_lists.cu does) and
+row order. Per group:
+  query tiles   the query tiles its key tiles walk between them; for the largest group, what
+                those rows hold, fp32 dq and bf16 Q and dO (MiB): what a wave keeps in L2 for
+                its dQ adds and loads.
 
 Forward (query and key tiles of 128; forward/kernel_sm90.h), with --forward:
   efficiency    visible pairs / computed pairs at 128 x 128, with each consumer warpgroup
@@ -98,23 +100,29 @@ def backward_geometry(name, seg, pos):
           f"{pairs / (aligned_steps * QUERY_TILE * 2 * KEY_HALF):.1%}")
 
 
-def first_wave(seg, pos, head_dim, ctas):
-    """(steps of each key tile in the wave, query tiles they walk between them)."""
+def key_tile_groups(seg, pos, head_dim, ctas, order):
+    """[(steps of each key tile of the group, query tiles they walk between them)] for the key
+    tiles with steps, taken in `order` ("heaviest" or "rows") in groups of `ctas`."""
     counts = visible_counts(seg, pos)
     # [query tile, key tile]: the steps of each key tile's walk
     walks = counts > 0 if head_dim == 256 else visited_blocks(counts)
     steps = walks.sum(axis=0)
-    first = np.argsort(-steps, kind="stable")[:ctas]
-    return steps[first], int(walks[:, first].any(axis=1).sum())
+    tiles = np.argsort(-steps, kind="stable") if order == "heaviest" else np.arange(len(steps))
+    tiles = tiles[steps[tiles] > 0]
+    return [(steps[group], int(walks[:, group].any(axis=1).sum()))
+            for group in (tiles[i:i + ctas] for i in range(0, len(tiles), ctas))]
 
 
-def first_wave_footprint(name, seg, pos, head_dim, ctas):
-    steps, query_tiles = first_wave(seg, pos, head_dim, ctas)
-    rows = query_tiles * QUERY_TILE
+def wave_footprints(name, seg, pos, head_dim, ctas):
     mib = 1 << 20
-    print(f"{name}: the first {len(steps)} key tiles walk {steps.max()}-{steps.min()} steps over "
-          f"{query_tiles} query tiles: dq {rows * head_dim * 4 / mib:.1f} MiB, Q and dO "
-          f"{rows * head_dim * 2 * 2 / mib:.1f} MiB")
+    for order in ("heaviest", "rows"):
+        groups = key_tile_groups(seg, pos, head_dim, ctas, order)
+        walked = [query_tiles for _, query_tiles in groups]
+        rows = max(walked) * QUERY_TILE
+        shown = " ".join(str(q) for q in walked[:8]) + (" ..." if len(walked) > 8 else "")
+        print(f"{name} {order}: groups of {ctas} key tiles walk {shown} query tiles; the largest "
+              f"holds dq {rows * head_dim * 4 / mib:.1f} MiB, Q and dO "
+              f"{rows * head_dim * 2 * 2 / mib:.1f} MiB")
 
 
 def document_aligned_steps(seg):
@@ -209,7 +217,7 @@ def main():
     parser.add_argument("layouts", help="JSON from ringpack bench --layouts-only --layouts-out")
     parser.add_argument("--forward", action="store_true", help="the forward's geometry")
     parser.add_argument("--wave", type=int, metavar="CTAS",
-                        help="the backward's first wave of CTAS key tiles, what it walks")
+                        help="what groups of CTAS key tiles of the backward walk")
     parser.add_argument("--head-dim", type=int, default=128, choices=(64, 128, 256))
     args = parser.parse_args()
     with open(args.layouts) as f:
@@ -220,7 +228,7 @@ def main():
         if args.forward:
             forward_geometry(workload["name"], seg, pos, int(workload["pairs"]))
         elif args.wave:
-            first_wave_footprint(workload["name"], seg, pos, args.head_dim, args.wave)
+            wave_footprints(workload["name"], seg, pos, args.head_dim, args.wave)
         else:
             backward_geometry(workload["name"], seg, pos)
 

@@ -56,16 +56,20 @@ def test_partial_tiles_that_are_one_documents_diagonal():
     assert (t.visited, t.partial, t.diagonal) == (3, 3, 1)
 
 
-def test_first_wave_by_hand():
+def test_key_tile_groups_by_hand():
     # Documents of 256 and 128 tokens. Key tiles of 64 (head_dim 256): the first document's walk
-    # 4, 3, 2, 1 query tiles, the second's 2, 1; heaviest first, ties in row order.
+    # 4, 3, 2, 1 query tiles, the second's 2, 1.
     seg = np.r_[np.full(256, 1), np.full(128, 2)]
     pos = np.r_[np.arange(256), np.arange(128)]
-    steps, query_tiles = tile_geometry.first_wave(seg, pos, 256, 3)
-    assert (list(steps), query_tiles) == ([4, 3, 2], 4)  # key tiles 0-2: query tiles 0-3
-    steps, query_tiles = tile_geometry.first_wave(seg, pos, 256, 4)
-    assert (list(steps), query_tiles) == ([4, 3, 2, 2], 6)  # and the second document's first
+
+    def groups(head_dim, ctas, order):
+        return [(list(steps), query_tiles) for steps, query_tiles in
+                tile_geometry.key_tile_groups(seg, pos, head_dim, ctas, order)]
+
+    # Heaviest first, ties in row order: key tiles 0, 1 | 2, 4 | 3, 5.
+    assert groups(256, 2, "heaviest") == [([4, 3], 4), ([2, 2], 4), ([1, 1], 2)]
+    # Row order: 0, 1 | 2, 3 | 4, 5; the pairs of one document share their query tiles.
+    assert groups(256, 2, "rows") == [([4, 3], 4), ([2, 1], 2), ([2, 1], 2)]
     # Key tiles of 128 (head_dim 128): 4 and 2 steps in the first document, 2 in the second.
-    steps, query_tiles = tile_geometry.first_wave(seg, pos, 128, 2)
-    assert (list(steps), query_tiles) == ([4, 2], 4)
-    assert tile_geometry.first_wave(seg, pos, 128, 3)[1] == 6
+    assert groups(128, 2, "heaviest") == [([4, 2], 4), ([2], 2)]
+    assert groups(128, 3, "rows") == [([4, 2, 2], 6)]
