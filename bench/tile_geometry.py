@@ -100,12 +100,17 @@ def backward_geometry(name, seg, pos):
           f"{pairs / (aligned_steps * QUERY_TILE * 2 * KEY_HALF):.1%}")
 
 
-def key_tile_groups(seg, pos, head_dim, ctas, order):
-    """[(steps of each key tile of the group, query tiles they walk between them)] for the key
-    tiles with steps, taken in `order` ("heaviest" or "rows") in groups of `ctas`."""
+def key_tile_walks(seg, pos, head_dim):
+    """[query tile, key tile] booleans: the steps of each key tile's walk (key tiles of 128, of
+    64 at head_dim 256)."""
     counts = visible_counts(seg, pos)
-    # [query tile, key tile]: the steps of each key tile's walk
-    walks = counts > 0 if head_dim == 256 else visited_blocks(counts)
+    return counts > 0 if head_dim == 256 else visited_blocks(counts)
+
+
+def key_tile_groups(walks, ctas, order):
+    """[(steps of each key tile of the group, query tiles they walk between them)] for the key
+    tiles with steps (walks: key_tile_walks), taken in `order` ("heaviest" or "rows") in groups
+    of `ctas`."""
     steps = walks.sum(axis=0)
     tiles = np.argsort(-steps, kind="stable") if order == "heaviest" else np.arange(len(steps))
     tiles = tiles[steps[tiles] > 0]
@@ -115,9 +120,9 @@ def key_tile_groups(seg, pos, head_dim, ctas, order):
 
 def wave_footprints(name, seg, pos, head_dim, ctas):
     mib = 1 << 20
+    walks = key_tile_walks(seg, pos, head_dim)  # the costly part: once for both orders
     for order in ("heaviest", "rows"):
-        groups = key_tile_groups(seg, pos, head_dim, ctas, order)
-        walked = [query_tiles for _, query_tiles in groups]
+        walked = [query_tiles for _, query_tiles in key_tile_groups(walks, ctas, order)]
         rows = max(walked) * QUERY_TILE
         shown = " ".join(str(q) for q in walked[:8]) + (" ..." if len(walked) > 8 else "")
         print(f"{name} {order}: groups of {ctas} key tiles walk {shown} query tiles; the largest "

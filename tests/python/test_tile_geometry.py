@@ -63,8 +63,9 @@ def test_key_tile_groups_by_hand():
     pos = np.r_[np.arange(256), np.arange(128)]
 
     def groups(head_dim, ctas, order):
+        walks = tile_geometry.key_tile_walks(seg, pos, head_dim)
         return [(list(steps), query_tiles) for steps, query_tiles in
-                tile_geometry.key_tile_groups(seg, pos, head_dim, ctas, order)]
+                tile_geometry.key_tile_groups(walks, ctas, order)]
 
     # Heaviest first, ties in row order: key tiles 0, 1 | 2, 4 | 3, 5.
     assert groups(256, 2, "heaviest") == [([4, 3], 4), ([2, 2], 4), ([1, 1], 2)]

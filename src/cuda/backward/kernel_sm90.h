@@ -31,9 +31,9 @@
 //   (A = dS^T read MN-major), added to the fp32 dq accumulator: each warp stages its 16 query rows
 //   in shared memory and adds them while the next step's S^T and dP^T run, by two tensor reductions
 //   of [16][32] boxes (GradAdd::kTiles, TMA maps of the accumulators; dK and dV go out the same way
-//   at the end), or with float2 atomics from registers (kAtomics). At head_dim 256 (kTiles) the
-//   rows are staged in the step's Q or dO stage as four boxes a warp, reduced at once, and the
-//   stage goes back to the producer once they have been read.
+//   at the end), or with float2 atomics from registers (kAtomics). At head_dim 256 (kTiles; in the
+//   kernel kDqInStage) the rows are staged in the step's Q or dO stage as four boxes a warp,
+//   reduced at once, and the stage goes back to the producer once they have been read.
 #pragma once
 
 #include <cuda_runtime.h>
