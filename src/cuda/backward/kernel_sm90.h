@@ -105,10 +105,7 @@ struct BackwardWgmmaSmem {
 // Offset (floats) of a consumer's fragment pair (row, 8 t + quad_col), row < 16, in
 // [kGradBoxRows][kGradBoxCols] boxes with the 128-byte swizzle of the fp32 tensor maps: n8 tile t
 // lies in box t / 4 as 16-byte chunks 2 (t % 4) and 2 (t % 4) + 1 of its row, and chunk c of row
-// r is stored at chunk c ^ (r mod 8). A warp's float2 stores of one tile then cover every bank
-// twice, but the hardware serves a 64-bit store a half-warp at a time, and a half-warp's rows
-// r and r ^ 1 write the same two chunk positions: 2-way bank conflicts (ncu: 4 wavefronts a store
-// where 2 would do; docs/benchmarks.md, "Session 28").
+// r is stored at chunk c ^ (r mod 8).
 __device__ __forceinline__ int swizzled_box_offset(int row, int t, int quad_col) {
   constexpr int kChunkFloats = 4;                   // floats per 16-byte chunk
   constexpr int kTilesPerBox = kGradBoxCols / 8;    // n8 tiles per box row
@@ -120,15 +117,26 @@ __device__ __forceinline__ int swizzled_box_offset(int row, int t, int quad_col)
 
 // Stages a warp's 16 accumulator rows (n8 tiles 0 .. kTiles - 1, times `scale`) as
 // swizzled_box_offset boxes at `stage`; rows quad_row and quad_row + 8 of each tile.
+// The hardware serves a 64-bit store a half-warp (rows 4 h .. 4 h + 3) at a time. Were every lane
+// to store tile t, rows r and r ^ 1 would write the same two chunk positions (2-way bank
+// conflicts: 4 wavefronts a store where 2 do). So the lanes of odd rows store tile t ^ 2 in the
+// store of tile t: their chunks move by 4 positions, and the half-warp's four rows cover eight
+// distinct chunks. Every lane still stores every tile once.
 template <int kTiles>
 __device__ __forceinline__ void stage_grad_rows(float* stage, const float (&acc)[kTiles][4],
                                                 float scale, int quad_row, int quad_col) {
+  static_assert(kTiles % 4 == 0, "tile t ^ 2 must be one of the warp's tiles");
+  const int flip = (quad_row & 1) ? 2 : 0;
 #pragma unroll
   for (int r = 0; r < 2; ++r)
 #pragma unroll
-    for (int t = 0; t < kTiles; ++t)
-      *reinterpret_cast<float2*>(stage + swizzled_box_offset(quad_row + 8 * r, t, quad_col)) =
-          make_float2(scale * acc[t][2 * r], scale * acc[t][2 * r + 1]);
+    for (int t = 0; t < kTiles; ++t) {
+      const float2 pair = flip ? make_float2(acc[t ^ 2][2 * r], acc[t ^ 2][2 * r + 1])
+                               : make_float2(acc[t][2 * r], acc[t][2 * r + 1]);
+      *reinterpret_cast<float2*>(stage +
+                                 swizzled_box_offset(quad_row + 8 * r, t ^ flip, quad_col)) =
+          make_float2(scale * pair.x, scale * pair.y);
+    }
 }
 
 // Adds `boxes` staged boxes (columns col0, col0 + kGradBoxCols, ...) to the accumulator of `map`
