@@ -17,8 +17,9 @@ backward/kernel_sm90.h):
 
 With --wave CTAS (and --head-dim, default 128): the backward's key tiles of one query head (of
 128, of 64 at head_dim 256) in groups of CTAS, as a grid of CTAS resident CTAs takes them, in two
-orders: heaviest first (most steps first, ties in row order: what tiles/tile_lists.cu does) and
-row order. Per group:
+orders: heaviest first (most steps first, ties in row order: the tile plan's order,
+tiles/tile_lists.cu, which the Hopper backward took until session 29) and row order (what it
+takes now). Per group:
   query tiles   the query tiles its key tiles walk between them; for the largest group, what
                 those rows hold, fp32 dq and bf16 Q and dO (MiB): what a wave keeps in L2 for
                 its dQ adds and loads.

@@ -1,7 +1,7 @@
 // The Hopper (sm_90a) dK/dV/dQ backward (backward/kernel_sm90.h): its tile choices and its
 // launcher, instantiated in src/cuda/instances/backward_hd{64,128,256}_*_sm90.cu. The launcher
 // plans the step's tiles on the device (tiles/tile_lists.h: per key tile, the query tiles that are
-// not skipped, heaviest key tiles first) and launches one CTA per (key tile, kv head, head split).
+// not skipped) and launches one CTA per (key tile, kv head, head split), key tiles in row order.
 #pragma once
 
 #include <cuda_bf16.h>

@@ -29,7 +29,9 @@ struct StepParams {
   // ---- the tile plan (tiles/tile_lists.h; device scratch written by the launcher) ----
   // Per slot (a tile of the kernel's own side: query tiles in the forward, key tiles in the
   // Hopper backward; slot = b * tiles of that side + t): the other side's tiles that are not
-  // skipped, as (tile << 1) | partial, in increasing order; their counts; slots heaviest first.
+  // skipped, as (tile << 1) | partial, in increasing order; their counts; slots heaviest first
+  // (the order the forward and the portable backward launch in; the Hopper backward takes row
+  // order).
   const int32_t* tile_lists;   // [slots, tiles of the other side]
   const int32_t* tile_counts;  // [slots]
   const int32_t* tile_order;   // [slots]
