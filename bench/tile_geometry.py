@@ -23,6 +23,12 @@ takes now). Per group:
   query tiles   the query tiles its key tiles walk between them; for the largest group, what
                 those rows hold, fp32 dq and bf16 Q and dO (MiB): what a wave keeps in L2 for
                 its dQ adds and loads.
+With --forward --wave TILES (--head-dim, --kv-heads, default 8): the forward's query tiles of 128
+in groups of TILES, in the tile plan's heaviest-first order (what the forward takes) and in row
+order. The forward runs a tile's query heads side by side (32 of them: 132 CTAs hold about 4
+tiles). Per group:
+  key tiles     the key tiles its query tiles walk between them; for the largest group, their K
+                and V (bf16, every kv head, MiB): what a wave keeps in L2 for its loads.
 
 Forward (query and key tiles of 128; forward/kernel_sm90.h), with --forward:
   efficiency    visible pairs / computed pairs at 128 x 128, with each consumer warpgroup
@@ -38,7 +44,8 @@ Forward (query and key tiles of 128; forward/kernel_sm90.h), with --forward:
   key tiles     visited key tiles per visited query tile (what each query tile's fixed costs are
                 spread over).
 
-  python3 bench/tile_geometry.py out/layouts.json [--forward | --wave 132 --head-dim 256]
+  python3 bench/tile_geometry.py out/layouts.json [--forward [--wave 4] | --wave 132
+                                                   --head-dim 256]
 """
 import argparse
 import collections
@@ -129,6 +136,27 @@ def wave_footprints(name, seg, pos, head_dim, ctas):
         print(f"{name} {order}: groups of {ctas} key tiles walk {shown} query tiles; the largest "
               f"holds dq {rows * head_dim * 4 / mib:.1f} MiB, Q and dO "
               f"{rows * head_dim * 2 * 2 / mib:.1f} MiB")
+
+
+def query_tile_walks(seg, pos):
+    """[key tile, query tile] booleans, tiles of 128: the forward's steps, one column per query
+    tile's walk (the layout key_tile_groups groups columns of)."""
+    counts = visible_counts(seg, pos)
+    if counts.shape[0] % 2:  # an odd number of query tiles of 64: the last 128 is half empty
+        counts = np.pad(counts, ((0, 1), (0, 0)))
+    quads = counts.reshape(counts.shape[0] // 2, 2, counts.shape[1] // 2, 2)
+    return (quads.sum(axis=(1, 3)) > 0).T
+
+
+def forward_wave_footprints(name, seg, pos, head_dim, tiles, kv_heads):
+    mib = 1 << 20
+    walks = query_tile_walks(seg, pos)
+    for order in ("heaviest", "rows"):
+        walked = [key_tiles for _, key_tiles in key_tile_groups(walks, tiles, order)]
+        shown = " ".join(str(k) for k in walked[:8]) + (" ..." if len(walked) > 8 else "")
+        kv = max(walked) * 2 * KEY_HALF * head_dim * 2 * 2 * kv_heads
+        print(f"{name} {order}: groups of {tiles} query tiles walk {shown} key tiles; the "
+              f"largest holds K and V of {kv_heads} kv heads, {kv / mib:.1f} MiB")
 
 
 def document_aligned_steps(seg):
@@ -223,15 +251,21 @@ def main():
     parser.add_argument("layouts", help="JSON from ringpack bench --layouts-only --layouts-out")
     parser.add_argument("--forward", action="store_true", help="the forward's geometry")
     parser.add_argument("--wave", type=int, metavar="CTAS",
-                        help="what groups of CTAS key tiles of the backward walk")
+                        help="what groups of CTAS key tiles of the backward walk (with "
+                             "--forward: groups of CTAS query tiles of the forward)")
     parser.add_argument("--head-dim", type=int, default=128, choices=(64, 128, 256))
+    parser.add_argument("--kv-heads", type=int, default=8,
+                        help="kv heads whose K and V a forward wave holds (default 8)")
     args = parser.parse_args()
     with open(args.layouts) as f:
         layouts = json.load(f)
     for workload in layouts["workloads"]:
         seg = np.array(workload["segment_ids"])
         pos = np.array(workload["positions"])
-        if args.forward:
+        if args.forward and args.wave:
+            forward_wave_footprints(workload["name"], seg, pos, args.head_dim, args.wave,
+                                    args.kv_heads)
+        elif args.forward:
             forward_geometry(workload["name"], seg, pos, int(workload["pairs"]))
         elif args.wave:
             wave_footprints(workload["name"], seg, pos, args.head_dim, args.wave)

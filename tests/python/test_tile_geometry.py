@@ -74,3 +74,28 @@ def test_key_tile_groups_by_hand():
     # Key tiles of 128 (head_dim 128): 4 and 2 steps in the first document, 2 in the second.
     assert groups(128, 2, "heaviest") == [([4, 2], 4), ([2], 2)]
     assert groups(128, 3, "rows") == [([4, 2, 2], 6)]
+
+
+def test_query_tile_groups_by_hand():
+    # Two documents of 256 tokens; query and key tiles of 128. Query tiles 0 and 2 walk their
+    # document's first key tile, 1 and 3 its first two.
+    seg = np.r_[np.full(256, 1), np.full(256, 2)]
+    pos = np.r_[np.arange(256), np.arange(256)]
+    walks = tile_geometry.query_tile_walks(seg, pos)
+    assert walks.astype(int).tolist() == [[1, 1, 0, 0], [0, 1, 0, 0], [0, 0, 1, 1], [0, 0, 0, 1]]
+
+    def groups(order):
+        return [(list(steps), key_tiles) for steps, key_tiles in
+                tile_geometry.key_tile_groups(walks, 2, order)]
+
+    # Heaviest first, ties in row order: query tiles 1, 3 | 0, 2: both documents' key tiles.
+    assert groups("heaviest") == [([2, 2], 4), ([1, 1], 2)]
+    # Row order: 0, 1 | 2, 3: one document a group.
+    assert groups("rows") == [([1, 2], 2), ([1, 2], 2)]
+
+
+def test_query_tile_walks_odd_query_tiles():
+    # 192 tokens: three query tiles of 64, so the second query tile of 128 is half empty.
+    seg = np.full(192, 1)
+    pos = np.arange(192)
+    assert tile_geometry.query_tile_walks(seg, pos).astype(int).tolist() == [[1, 1], [0, 1]]
