@@ -115,32 +115,42 @@ def key_tile_walks(seg, pos, head_dim):
     return counts > 0 if head_dim == 256 else visited_blocks(counts)
 
 
-def key_tile_groups(walks, ctas, order):
-    """[(steps of each key tile of the group, query tiles they walk between them)] for the key
-    tiles with steps (walks: key_tile_walks), taken in `order` ("heaviest" or "rows") in groups
-    of `ctas`."""
+def tile_groups(walks, size, order):
+    """[(steps of each tile of the group, tiles of the other side they walk between them)] for
+    the tiles with steps (walks: one column per tile's walk, key_tile_walks or query_tile_walks),
+    taken in `order` ("heaviest": most steps first, ties in row order; or "rows") in groups of
+    `size`."""
     steps = walks.sum(axis=0)
     tiles = np.argsort(-steps, kind="stable") if order == "heaviest" else np.arange(len(steps))
     tiles = tiles[steps[tiles] > 0]
     return [(steps[group], int(walks[:, group].any(axis=1).sum()))
-            for group in (tiles[i:i + ctas] for i in range(0, len(tiles), ctas))]
+            for group in (tiles[i:i + size] for i in range(0, len(tiles), size))]
+
+
+def walked_by_order(walks, size):
+    """{order: [the other side's tiles each group walks]} for both orders of tile_groups."""
+    return {order: [n for _, n in tile_groups(walks, size, order)]
+            for order in ("heaviest", "rows")}
+
+
+def first_groups(walked):
+    """The first 8 counts of walked_by_order as text."""
+    return " ".join(str(n) for n in walked[:8]) + (" ..." if len(walked) > 8 else "")
 
 
 def wave_footprints(name, seg, pos, head_dim, ctas):
     mib = 1 << 20
     walks = key_tile_walks(seg, pos, head_dim)  # the costly part: once for both orders
-    for order in ("heaviest", "rows"):
-        walked = [query_tiles for _, query_tiles in key_tile_groups(walks, ctas, order)]
+    for order, walked in walked_by_order(walks, ctas).items():
         rows = max(walked) * QUERY_TILE
-        shown = " ".join(str(q) for q in walked[:8]) + (" ..." if len(walked) > 8 else "")
-        print(f"{name} {order}: groups of {ctas} key tiles walk {shown} query tiles; the largest "
-              f"holds dq {rows * head_dim * 4 / mib:.1f} MiB, Q and dO "
+        print(f"{name} {order}: groups of {ctas} key tiles walk {first_groups(walked)} query "
+              f"tiles; the largest holds dq {rows * head_dim * 4 / mib:.1f} MiB, Q and dO "
               f"{rows * head_dim * 2 * 2 / mib:.1f} MiB")
 
 
 def query_tile_walks(seg, pos):
     """[key tile, query tile] booleans, tiles of 128: the forward's steps, one column per query
-    tile's walk (the layout key_tile_groups groups columns of)."""
+    tile's walk (the layout tile_groups groups columns of)."""
     counts = visible_counts(seg, pos)
     if counts.shape[0] % 2:  # an odd number of query tiles of 64: the last 128 is half empty
         counts = np.pad(counts, ((0, 1), (0, 0)))
@@ -151,12 +161,10 @@ def query_tile_walks(seg, pos):
 def forward_wave_footprints(name, seg, pos, head_dim, tiles, kv_heads):
     mib = 1 << 20
     walks = query_tile_walks(seg, pos)
-    for order in ("heaviest", "rows"):
-        walked = [key_tiles for _, key_tiles in key_tile_groups(walks, tiles, order)]
-        shown = " ".join(str(k) for k in walked[:8]) + (" ..." if len(walked) > 8 else "")
+    for order, walked in walked_by_order(walks, tiles).items():
         kv = max(walked) * 2 * KEY_HALF * head_dim * 2 * 2 * kv_heads
-        print(f"{name} {order}: groups of {tiles} query tiles walk {shown} key tiles; the "
-              f"largest holds K and V of {kv_heads} kv heads, {kv / mib:.1f} MiB")
+        print(f"{name} {order}: groups of {tiles} query tiles walk {first_groups(walked)} key "
+              f"tiles; the largest holds K and V of {kv_heads} kv heads, {kv / mib:.1f} MiB")
 
 
 def document_aligned_steps(seg):

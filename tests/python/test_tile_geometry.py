@@ -56,7 +56,7 @@ def test_partial_tiles_that_are_one_documents_diagonal():
     assert (t.visited, t.partial, t.diagonal) == (3, 3, 1)
 
 
-def test_key_tile_groups_by_hand():
+def test_tile_groups_of_key_tiles_by_hand():
     # Documents of 256 and 128 tokens. Key tiles of 64 (head_dim 256): the first document's walk
     # 4, 3, 2, 1 query tiles, the second's 2, 1.
     seg = np.r_[np.full(256, 1), np.full(128, 2)]
@@ -65,7 +65,7 @@ def test_key_tile_groups_by_hand():
     def groups(head_dim, ctas, order):
         walks = tile_geometry.key_tile_walks(seg, pos, head_dim)
         return [(list(steps), query_tiles) for steps, query_tiles in
-                tile_geometry.key_tile_groups(walks, ctas, order)]
+                tile_geometry.tile_groups(walks, ctas, order)]
 
     # Heaviest first, ties in row order: key tiles 0, 1 | 2, 4 | 3, 5.
     assert groups(256, 2, "heaviest") == [([4, 3], 4), ([2, 2], 4), ([1, 1], 2)]
@@ -86,7 +86,7 @@ def test_query_tile_groups_by_hand():
 
     def groups(order):
         return [(list(steps), key_tiles) for steps, key_tiles in
-                tile_geometry.key_tile_groups(walks, 2, order)]
+                tile_geometry.tile_groups(walks, 2, order)]
 
     # Heaviest first, ties in row order: query tiles 1, 3 | 0, 2: both documents' key tiles.
     assert groups("heaviest") == [([2, 2], 4), ([1, 1], 2)]

@@ -121,7 +121,8 @@ __device__ __forceinline__ int swizzled_box_offset(int row, int t, int quad_col)
 // to store tile t, rows r and r ^ 1 would write the same two chunk positions (2-way bank
 // conflicts: 4 wavefronts a store where 2 do). So the lanes of odd rows store tile t ^ 2 in the
 // store of tile t: their chunks move by 4 positions, and the half-warp's four rows cover eight
-// distinct chunks. Every lane still stores every tile once.
+// distinct chunks. Every lane still stores every tile once. The pair is chosen by a select, not
+// read as acc[t ^ flip]: a run-time index into the accumulators would put them in local memory.
 template <int kTiles>
 __device__ __forceinline__ void stage_grad_rows(float* stage, const float (&acc)[kTiles][4],
                                                 float scale, int quad_row, int quad_col) {
@@ -192,8 +193,9 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
 
   // Key tiles in row order within each (kv head, head split), one head after the other: the CTAs
   // of a wave then hold neighbouring key tiles, whose walks share most of their query rows, so
-  // the Q, dO and dq rows they touch stay in L2. The tile plan's heaviest-first order, which the
-  // forward keeps, spreads a wave's walks over up to 4x as many query rows: row order takes
+  // the Q, dO and dq rows they touch stay in L2. In the tile plan's heaviest-first order, which
+  // the forward keeps, groups of 132 key tiles walk up to 448 query tiles at head_dim 256 on
+  // packed-64k, against 198 in row order (bench/tile_geometry.py --wave), and row order takes
   // 0.83-0.995x its time on packed rows, least at head_dim 256 on packed-64k. Interleaving the
   // heads measured about 20% slower (docs/history.md). The persistent schedule walks the same
   // order: work item w is the grid's CTA (x, y) = (w % X, w / X), X = batch x key tiles.
