@@ -51,11 +51,12 @@ void KernelFlags::add_to(CLI::App& command, const std::string& group, ConfigKeys
   add("--forward-schedule", "forward_schedule", forward_schedule_,
       "CUDA Hopper forward: auto (persistent at head_dim 64 and 128, grid at 256: the faster on "
       "an H200), grid (one CTA per query head and query tile) or persistent (one CTA per SM, "
-      "--sm-margin fewer, walking the tiles heaviest first)");
+      "--sm-margin fewer, walking the query tiles in descending row order: each document's "
+      "heaviest first)");
   add("--backward-schedule", "backward_schedule", backward_schedule_,
       "CUDA Hopper backward: auto (grid: the faster on an H200), grid (one CTA per key tile and "
-      "kv head) or persistent (one CTA per SM, --sm-margin fewer, walking the key tiles "
-      "heaviest first)");
+      "kv head) or persistent (one CTA per SM, --sm-margin fewer, walking the key tiles in row "
+      "order)");
   add("--forward-overlap", "forward_overlap", forward_overlap_,
       "CUDA Hopper forward: auto (pingpong at head_dim 256, else warpgroup: the faster on an "
       "H200), warpgroup (each consumer warpgroup overlaps its softmax with its own MMAs) or "

@@ -134,9 +134,9 @@ MainLoop parse_main_loop(std::string_view name);
 // tile; backward: a key tile and kv head).
 enum class KernelSchedule {
   kAuto,        // the one measured faster (docs/benchmarks.md): the forward persistent at
-                // head_dim 64, grid at 128 and 256; the backward grid
-  kGrid,        // one CTA per item, launched in the kernel's order: the forward's heaviest
-                // query tiles first, the backward's key tiles in row order
+                // head_dim 64 and 128, grid at 256; the backward grid
+  kGrid,        // one CTA per item, launched in the kernel's order: the Hopper forward's query
+                // tiles in descending row order, the Hopper backward's key tiles in row order
   kPersistent,  // one CTA per SM (BackendOptions::sm_margin fewer), each walking items in that
                 // order; the next item's loads start while the current item finishes
 };

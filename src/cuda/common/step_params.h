@@ -30,8 +30,8 @@ struct StepParams {
   // Per slot (a tile of the kernel's own side: query tiles in the forward, key tiles in the
   // Hopper backward; slot = b * tiles of that side + t): the other side's tiles that are not
   // skipped, as (tile << 1) | partial, in increasing order; their counts; slots heaviest first
-  // (the order the forward and the portable backward launch in; the Hopper backward takes row
-  // order).
+  // (the order the portable loops launch in; the Hopper forward takes descending row order, the
+  // Hopper backward row order).
   const int32_t* tile_lists;   // [slots, tiles of the other side]
   const int32_t* tile_counts;  // [slots]
   const int32_t* tile_order;   // [slots]

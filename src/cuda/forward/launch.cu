@@ -1,7 +1,8 @@
 // The forward launcher: validates an AttentionStep, builds ForwardParams, runs the
 // per-tile pre-pass on the device (tile ranges -> per query tile, the list of key tiles that are
-// not skipped; a heaviest-first order of query tiles), then launches the kernel instance for
-// (head_dim, dtype, epilogue). No host synchronisation; scratch is stream-ordered.
+// not skipped; a heaviest-first order of query tiles, which the portable loop launches in), then
+// launches the kernel instance for (head_dim, dtype, epilogue). No host synchronisation; scratch
+// is stream-ordered.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
