@@ -24,8 +24,9 @@ takes now). Per group:
                 those rows hold, fp32 dq and bf16 Q and dO (MiB): what a wave keeps in L2 for
                 its dQ adds and loads.
 With --forward --wave TILES (--head-dim, --kv-heads, default 8): the forward's query tiles of 128
-in groups of TILES, in the tile plan's heaviest-first order (what the forward takes) and in row
-order. The forward runs a tile's query heads side by side (32 of them: 132 CTAs hold about 4
+in groups of TILES, in the tile plan's heaviest-first order (what the Hopper forward took until
+session 30) and in descending row order (what it takes now: each document's tiles heaviest
+first). The forward runs a tile's query heads side by side (32 of them: 132 CTAs hold about 4
 tiles). Per group:
   key tiles     the key tiles its query tiles walk between them; for the largest group, their K
                 and V (bf16, every kv head, MiB): what a wave keeps in L2 for its loads.
@@ -118,19 +119,20 @@ def key_tile_walks(seg, pos, head_dim):
 def tile_groups(walks, size, order):
     """[(steps of each tile of the group, tiles of the other side they walk between them)] for
     the tiles with steps (walks: one column per tile's walk, key_tile_walks or query_tile_walks),
-    taken in `order` ("heaviest": most steps first, ties in row order; or "rows") in groups of
-    `size`."""
+    taken in `order` ("heaviest": most steps first, ties in row order; "rows"; or "descending":
+    row order from the last tile) in groups of `size`."""
     steps = walks.sum(axis=0)
-    tiles = np.argsort(-steps, kind="stable") if order == "heaviest" else np.arange(len(steps))
+    tiles = {"heaviest": lambda: np.argsort(-steps, kind="stable"),
+             "rows": lambda: np.arange(len(steps)),
+             "descending": lambda: np.arange(len(steps))[::-1]}[order]()
     tiles = tiles[steps[tiles] > 0]
     return [(steps[group], int(walks[:, group].any(axis=1).sum()))
             for group in (tiles[i:i + size] for i in range(0, len(tiles), size))]
 
 
-def walked_by_order(walks, size):
-    """{order: [the other side's tiles each group walks]} for both orders of tile_groups."""
-    return {order: [n for _, n in tile_groups(walks, size, order)]
-            for order in ("heaviest", "rows")}
+def walked_by_order(walks, size, orders):
+    """{order: [the other side's tiles each group walks]} for the orders of tile_groups."""
+    return {order: [n for _, n in tile_groups(walks, size, order)] for order in orders}
 
 
 def first_groups(walked):
@@ -141,7 +143,7 @@ def first_groups(walked):
 def wave_footprints(name, seg, pos, head_dim, ctas):
     mib = 1 << 20
     walks = key_tile_walks(seg, pos, head_dim)  # the costly part: once for both orders
-    for order, walked in walked_by_order(walks, ctas).items():
+    for order, walked in walked_by_order(walks, ctas, ("heaviest", "rows")).items():
         rows = max(walked) * QUERY_TILE
         print(f"{name} {order}: groups of {ctas} key tiles walk {first_groups(walked)} query "
               f"tiles; the largest holds dq {rows * head_dim * 4 / mib:.1f} MiB, Q and dO "
@@ -161,7 +163,7 @@ def query_tile_walks(seg, pos):
 def forward_wave_footprints(name, seg, pos, head_dim, tiles, kv_heads):
     mib = 1 << 20
     walks = query_tile_walks(seg, pos)
-    for order, walked in walked_by_order(walks, tiles).items():
+    for order, walked in walked_by_order(walks, tiles, ("heaviest", "descending")).items():
         kv = max(walked) * 2 * KEY_HALF * head_dim * 2 * 2 * kv_heads
         print(f"{name} {order}: groups of {tiles} query tiles walk {first_groups(walked)} key "
               f"tiles; the largest holds K and V of {kv_heads} kv heads, {kv / mib:.1f} MiB")

@@ -92,6 +92,8 @@ def test_query_tile_groups_by_hand():
     assert groups("heaviest") == [([2, 2], 4), ([1, 1], 2)]
     # Row order: 0, 1 | 2, 3: one document a group.
     assert groups("rows") == [([1, 2], 2), ([1, 2], 2)]
+    # Descending row order: 3, 2 | 1, 0: one document a group, its heaviest tile first.
+    assert groups("descending") == [([2, 1], 2), ([2, 1], 2)]
 
 
 def test_query_tile_walks_odd_query_tiles():
