@@ -147,7 +147,7 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
   // query tile from the end of the batch (descending_tile), so the heads of one tile run side by
   // side and share its K/V in L2, as the grid schedule's x = head, y = the tile from the end.
   // Descending row order takes each document's query tiles heaviest first (under the causal mask
-  // a tile walks the key tiles of the tiles before it in its document, and one more), and the few
+  // a tile walks at least the key tiles of the tile before it in its document), and the few
   // tiles of a wave (132 CTAs over 32 heads) are neighbours that share their documents' K/V.
   // Against the tile plan's heaviest-first order, which spreads a wave's tiles over documents:
   // 0.92x / 0.98x the time on packed-64k at head_dim 128 / 64, 0.99x / 1.02x on packed-16k; on
