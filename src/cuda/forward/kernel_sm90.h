@@ -150,8 +150,10 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
   // a tile walks at least the key tiles of the tile before it in its document), and the few
   // tiles of a wave (132 CTAs over 32 heads) are neighbours that share their documents' K/V.
   // Against the tile plan's heaviest-first order, which spreads a wave's tiles over documents:
-  // 0.92x / 0.98x the time on packed-64k at head_dim 128 / 64, 0.99x / 1.02x on packed-16k; on
-  // the dense row the two orders are one (docs/cuda_kernels.md, "Session 30").
+  // 0.92x / 0.98x / 0.99x the time on packed-64k at head_dim 128 / 64 / 256, 0.99x / 1.02x /
+  // 0.97x on packed-16k; on the dense row the two orders are one. A row whose heaviest tiles sit
+  // at its start (a long document's end there) runs them last: a tail of one tile's walk at most
+  // (docs/cuda_kernels.md, "Session 30").
   const int num_slots = params.batch * params.num_tiles_q;
   const int num_work = params.num_heads_q * num_slots;
   const auto descending_tile = [&](int rank) { return num_slots - 1 - rank; };
