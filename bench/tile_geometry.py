@@ -30,6 +30,13 @@ first). The forward runs a tile's query heads side by side (32 of them: 132 CTAs
 tiles). Per group:
   key tiles     the key tiles its query tiles walk between them; for the largest group, their K
                 and V (bf16, every kv head, MiB): what a wave keeps in L2 for its loads.
+With --forward --schedule CTAS (--heads-q, default 32; --item-steps, default 2.4): a model of
+the persistent forward's tail. CTAS CTAs each take the next work item when they finish one (the
+work counter), the query heads of a tile in turn; an item costs its key tiles plus ITEM_STEPS
+steps (what an item's start, fill, drain and epilogue cost: about 2.4 steps by session 19's ncu,
+docs/cuda_kernels.md). Per order (heaviest first, row order, descending row order):
+  makespan      when the last CTA finishes, against heaviest first; and the bound, all the
+                work spread evenly over the CTAs. Caches and memory are not in the model.
 
 Forward (query and key tiles of 128; forward/kernel_sm90.h), with --forward:
   efficiency    visible pairs / computed pairs at 128 x 128, with each consumer warpgroup
@@ -45,11 +52,12 @@ Forward (query and key tiles of 128; forward/kernel_sm90.h), with --forward:
   key tiles     visited key tiles per visited query tile (what each query tile's fixed costs are
                 spread over).
 
-  python3 bench/tile_geometry.py out/layouts.json [--forward [--wave 4] | --wave 132
-                                                   --head-dim 256]
+  python3 bench/tile_geometry.py out/layouts.json [--forward [--wave 4 | --schedule 132] |
+                                                   --wave 132 --head-dim 256]
 """
 import argparse
 import collections
+import heapq
 import json
 
 import numpy as np
@@ -116,15 +124,21 @@ def key_tile_walks(seg, pos, head_dim):
     return counts > 0 if head_dim == 256 else visited_blocks(counts)
 
 
+def ordered_tiles(steps, order):
+    """The tiles' indices in `order`: "heaviest" (most steps first, ties in row order), "rows",
+    or "descending" (row order from the last tile)."""
+    return {"heaviest": lambda: np.argsort(-steps, kind="stable"),
+            "rows": lambda: np.arange(len(steps)),
+            "descending": lambda: np.arange(len(steps))[::-1]}[order]()
+
+
 def tile_groups(walks, size, order):
     """[(steps of each tile of the group, tiles of the other side they walk between them)] for
     the tiles with steps (walks: one column per tile's walk, key_tile_walks or query_tile_walks),
     taken in `order` ("heaviest": most steps first, ties in row order; "rows"; or "descending":
     row order from the last tile) in groups of `size`."""
     steps = walks.sum(axis=0)
-    tiles = {"heaviest": lambda: np.argsort(-steps, kind="stable"),
-             "rows": lambda: np.arange(len(steps)),
-             "descending": lambda: np.arange(len(steps))[::-1]}[order]()
+    tiles = ordered_tiles(steps, order)
     tiles = tiles[steps[tiles] > 0]
     return [(steps[group], int(walks[:, group].any(axis=1).sum()))
             for group in (tiles[i:i + size] for i in range(0, len(tiles), size))]
@@ -167,6 +181,34 @@ def forward_wave_footprints(name, seg, pos, head_dim, tiles, kv_heads):
         kv = max(walked) * 2 * KEY_HALF * head_dim * 2 * 2 * kv_heads
         print(f"{name} {order}: groups of {tiles} query tiles walk {first_groups(walked)} key "
               f"tiles; the largest holds K and V of {kv_heads} kv heads, {kv / mib:.1f} MiB")
+
+
+def greedy_makespan(costs, workers):
+    """When the last of `workers` finishes, each taking the next of `costs` (in order) as soon
+    as it is free."""
+    free = [0.0] * workers
+    for cost in costs:
+        heapq.heappush(free, heapq.heappop(free) + cost)
+    return max(free)
+
+
+def forward_makespans(seg, pos, heads, ctas, item_steps):
+    """{order: makespan} of the persistent forward's items (every query tile, `heads` heads of
+    a tile in turn) on `ctas` CTAs, and the even-spread bound, in steps."""
+    steps = query_tile_walks(seg, pos).sum(axis=0)
+    spans = {order: greedy_makespan(np.repeat(steps[ordered_tiles(steps, order)], heads) +
+                                    item_steps, ctas)
+             for order in ("heaviest", "rows", "descending")}
+    spans["even"] = heads * (steps.sum() + item_steps * len(steps)) / ctas
+    return spans
+
+
+def forward_schedule_tails(name, seg, pos, heads, ctas, item_steps):
+    spans = forward_makespans(seg, pos, heads, ctas, item_steps)
+    base = spans["heaviest"]
+    print(f"{name}: {ctas} CTAs, {heads} heads a tile, {item_steps:g} steps an item: makespan "
+          f"against heaviest first: rows {spans['rows'] / base:.3f}, descending "
+          f"{spans['descending'] / base:.3f} (even spread {spans['even'] / base:.3f})")
 
 
 def document_aligned_steps(seg):
@@ -266,13 +308,21 @@ def main():
     parser.add_argument("--head-dim", type=int, default=128, choices=(64, 128, 256))
     parser.add_argument("--kv-heads", type=int, default=8,
                         help="kv heads whose K and V a forward wave holds (default 8)")
+    parser.add_argument("--schedule", type=int, metavar="CTAS",
+                        help="with --forward: the persistent forward's makespan on CTAS CTAs")
+    parser.add_argument("--heads-q", type=int, default=32, help="query heads (--schedule)")
+    parser.add_argument("--item-steps", type=float, default=2.4,
+                        help="steps an item costs besides its key tiles (--schedule)")
     args = parser.parse_args()
     with open(args.layouts) as f:
         layouts = json.load(f)
     for workload in layouts["workloads"]:
         seg = np.array(workload["segment_ids"])
         pos = np.array(workload["positions"])
-        if args.forward and args.wave:
+        if args.forward and args.schedule:
+            forward_schedule_tails(workload["name"], seg, pos, args.heads_q, args.schedule,
+                                   args.item_steps)
+        elif args.forward and args.wave:
             forward_wave_footprints(workload["name"], seg, pos, args.head_dim, args.wave,
                                     args.kv_heads)
         elif args.forward:

@@ -101,3 +101,22 @@ def test_query_tile_walks_odd_query_tiles():
     seg = np.full(192, 1)
     pos = np.arange(192)
     assert tile_geometry.query_tile_walks(seg, pos).astype(int).tolist() == [[1, 1], [0, 1]]
+
+
+def test_greedy_makespan_by_hand():
+    # Two workers: 1 | 1, then the first free takes 3: 4. Longest first: 3 | 1 + 1: 3.
+    assert tile_geometry.greedy_makespan([1, 1, 3], 2) == 4
+    assert tile_geometry.greedy_makespan([3, 1, 1], 2) == 3
+
+
+def test_forward_makespans_by_hand():
+    # One document of 512 tokens: query tiles of 128 walk 1, 2, 3, 4 key tiles. Two CTAs, one
+    # head, no cost besides the key tiles. Heaviest first and descending: 4 | 3, 3 + 2, 4 + 1: 5.
+    # Row order: 1 | 2, 1 + 3, 2 + 4: 6. Evenly spread: 10 / 2.
+    seg = np.full(512, 1)
+    pos = np.arange(512)
+    spans = tile_geometry.forward_makespans(seg, pos, heads=1, ctas=2, item_steps=0)
+    assert spans == {"heaviest": 5, "rows": 6, "descending": 5, "even": 5}
+    # One step an item besides: rows 2 | 3, 2 + 4, 3 + 5: 8; even (10 + 4) / 2.
+    spans = tile_geometry.forward_makespans(seg, pos, heads=1, ctas=2, item_steps=1)
+    assert (spans["rows"], spans["even"]) == (8, 7)
