@@ -127,16 +127,18 @@ def key_tile_walks(seg, pos, head_dim):
 def ordered_tiles(steps, order):
     """The tiles' indices in `order`: "heaviest" (most steps first, ties in row order), "rows",
     or "descending" (row order from the last tile)."""
-    return {"heaviest": lambda: np.argsort(-steps, kind="stable"),
-            "rows": lambda: np.arange(len(steps)),
-            "descending": lambda: np.arange(len(steps))[::-1]}[order]()
+    if order == "heaviest":
+        return np.argsort(-steps, kind="stable")
+    rows = np.arange(len(steps))
+    if order not in ("rows", "descending"):
+        raise ValueError(f"unknown order {order!r}")
+    return rows if order == "rows" else rows[::-1]
 
 
 def tile_groups(walks, size, order):
     """[(steps of each tile of the group, tiles of the other side they walk between them)] for
     the tiles with steps (walks: one column per tile's walk, key_tile_walks or query_tile_walks),
-    taken in `order` ("heaviest": most steps first, ties in row order; "rows"; or "descending":
-    row order from the last tile) in groups of `size`."""
+    taken in `order` (ordered_tiles) in groups of `size`."""
     steps = walks.sum(axis=0)
     tiles = ordered_tiles(steps, order)
     tiles = tiles[steps[tiles] > 0]

@@ -194,7 +194,7 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
   // Key tiles in row order within each (kv head, head split), one head after the other: the CTAs
   // of a wave then hold neighbouring key tiles, whose walks share most of their query rows, so
   // the Q, dO and dq rows they touch stay in L2. In the tile plan's heaviest-first order, which
-  // the forward keeps, groups of 132 key tiles walk up to 448 query tiles at head_dim 256 on
+  // the portable loops keep, groups of 132 key tiles walk up to 448 query tiles at head_dim 256 on
   // packed-64k, against 198 in row order (bench/tile_geometry.py --wave), and row order takes
   // 0.83-0.995x its time on packed rows, least at head_dim 256 on packed-64k. Interleaving the
   // heads measured about 20% slower (docs/history.md). The persistent schedule walks the same
