@@ -772,7 +772,7 @@ void launch_backward_wgmma(BackwardParams params, const BackwardTensorMaps& maps
   auto kernel = tiles ? pick(std::integral_constant<GradAdd, GradAdd::kTiles>{})
                       : pick(std::integral_constant<GradAdd, GradAdd::kAtomics>{});
   TilePlan plan = plan_step_tiles(params, Traits::kBlockM, Traits::kBlockN,
-                                  /*lists_of_queries=*/true, stream);
+                                  /*lists_of_queries=*/true, SlotOrder::kFromIndex, stream);
   constexpr int kSmemBytes = int(sizeof(BackwardWgmmaSmem<Traits>));
   RINGPACK_CUDA_CHECK(
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));

@@ -72,7 +72,7 @@ void run_backward_instance(BackwardParams params, const KernelOptions& options,
   // dK/dV: one CTA per (key tile, kv head and head split), the heaviest key tiles first; each
   // walks its key tile's list of query tiles in the tile plan.
   TilePlan plan = plan_step_tiles(params, Traits::kBlockM, Traits::kBlockN,
-                                  /*lists_of_queries=*/true, stream);
+                                  /*lists_of_queries=*/true, SlotOrder::kHeaviestFirst, stream);
   const auto dkdv_kernel = bwd::backward_dkdv_kernel<Traits>;
   RINGPACK_CUDA_CHECK(cudaFuncSetAttribute(dkdv_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                            Traits::kSmemBytes));
@@ -86,7 +86,7 @@ void run_backward_instance(BackwardParams params, const KernelOptions& options,
     // tile's list of key tiles.
     BackwardParams dq_params = params;
     TilePlan dq_plan = plan_step_tiles(dq_params, Traits::kDqBlockM, Traits::kDqBlockN,
-                                       /*lists_of_queries=*/false, stream);
+                                       /*lists_of_queries=*/false, SlotOrder::kFromIndex, stream);
     const auto dq_kernel = bwd::backward_dq_kernel<Traits>;
     RINGPACK_CUDA_CHECK(cudaFuncSetAttribute(dq_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                              Traits::kDqSmemBytes));

@@ -112,8 +112,10 @@ void run_forward_impl(const AttentionStep& step, bool merge, void* out, float* l
 
   ForwardParams params{};
   static_cast<StepParams&>(params) = make_step_params(step);
-  TilePlan plan = plan_step_tiles(params, tiles.block_m, tiles.block_n,
-                                  /*lists_of_queries=*/false, stream);
+  // The Hopper loop takes its own order (descending_tile); the portable one the plan's.
+  TilePlan plan =
+      plan_step_tiles(params, tiles.block_m, tiles.block_n, /*lists_of_queries=*/false,
+                      wgmma ? SlotOrder::kFromIndex : SlotOrder::kHeaviestFirst, stream);
   params.out = out;
   params.lse = lse;
   params.out_acc = out_acc;

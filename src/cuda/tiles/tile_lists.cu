@@ -85,7 +85,8 @@ void order_tiles_by_count(const int32_t* counts, int slots, int32_t* order, int3
 TilePlan plan_tiles(const int32_t* segment_ids_mine, const int32_t* positions_mine, int seqlen_mine,
                     int tile_mine, const int32_t* segment_ids_others,
                     const int32_t* positions_others, int seqlen_others, int tile_others, int batch,
-                    bool lists_of_queries, const MaskSpec& mask, cudaStream_t stream) {
+                    bool lists_of_queries, SlotOrder slot_order, const MaskSpec& mask,
+                    cudaStream_t stream) {
   constexpr size_t kAlignment = 256;
   auto align_up = [](size_t bytes) { return (bytes + kAlignment - 1) / kAlignment * kAlignment; };
   TilePlan plan;
@@ -116,7 +117,12 @@ TilePlan plan_tiles(const int32_t* segment_ids_mine, const int32_t* positions_mi
                       plan.ranges_others, stream);
   build_tile_lists(plan.ranges_mine, plan.ranges_others, batch, plan.num_mine, plan.num_others,
                    lists_of_queries, mask, plan.lists, plan.counts, stream);
-  order_tiles_by_count(plan.counts, int(slots), plan.order, plan.work_counter, stream);
+  if (slot_order == SlotOrder::kHeaviestFirst) {
+    order_tiles_by_count(plan.counts, int(slots), plan.order, plan.work_counter, stream);
+  } else {
+    plan.order = nullptr;
+    RINGPACK_CUDA_CHECK(cudaMemsetAsync(plan.work_counter, 0, sizeof(int32_t), stream));
+  }
   return plan;
 }
 
@@ -126,15 +132,15 @@ void TilePlan::release(cudaStream_t stream) {
 }
 
 TilePlan plan_step_tiles(StepParams& params, int tile_q, int tile_k, bool lists_of_queries,
-                         cudaStream_t stream) {
+                         SlotOrder slot_order, cudaStream_t stream) {
   TilePlan plan =
       lists_of_queries
           ? plan_tiles(params.segment_ids_k, params.positions_k, params.seqlen_k, tile_k,
                        params.segment_ids_q, params.positions_q, params.seqlen_q, tile_q,
-                       params.batch, true, params.mask, stream)
+                       params.batch, true, slot_order, params.mask, stream)
           : plan_tiles(params.segment_ids_q, params.positions_q, params.seqlen_q, tile_q,
                        params.segment_ids_k, params.positions_k, params.seqlen_k, tile_k,
-                       params.batch, false, params.mask, stream);
+                       params.batch, false, slot_order, params.mask, stream);
   params.tile_lists = plan.lists;
   params.tile_counts = plan.counts;
   params.tile_order = plan.order;
