@@ -749,15 +749,16 @@ void launch_backward_wgmma(BackwardParams params, const BackwardTensorMaps& maps
 
   BackwardTensorMaps all_maps = maps;
   // dq, dk and dv, which GradAdd::kTiles adds by tensor reductions.
-  const bool tile_map = encode_fp32_tile_map(&all_maps.dq, params.dq, params.batch, params.seqlen_q,
-                                             params.num_heads_q, Traits::kHeadDim,
-                                             params.q_token_stride, kGradBoxRows, kGradBoxCols) &&
-                        encode_fp32_tile_map(&all_maps.dk, params.dk, params.batch, params.seqlen_k,
-                                             params.num_heads_kv, Traits::kHeadDim,
-                                             params.kv_token_stride, kGradBoxRows, kGradBoxCols) &&
-                        encode_fp32_tile_map(&all_maps.dv, params.dv, params.batch, params.seqlen_k,
-                                             params.num_heads_kv, Traits::kHeadDim,
-                                             params.kv_token_stride, kGradBoxRows, kGradBoxCols);
+  auto grad_map = [&](CUtensorMap* map, float* grad, int seqlen, int num_heads, int64_t stride) {
+    return encode_fp32_tile_map(map, grad, params.batch, seqlen, num_heads, Traits::kHeadDim,
+                                stride, kGradBoxRows, kGradBoxCols);
+  };
+  const bool tile_map = grad_map(&all_maps.dq, params.dq, params.seqlen_q, params.num_heads_q,
+                                 params.q_token_stride) &&
+                        grad_map(&all_maps.dk, params.dk, params.seqlen_k, params.num_heads_kv,
+                                 params.kv_token_stride) &&
+                        grad_map(&all_maps.dv, params.dv, params.seqlen_k, params.num_heads_kv,
+                                 params.kv_token_stride);
   RINGPACK_CHECK(tile_map || grad_add != GradientAdd::kTma,
                  "--backward-grad-add tma: TMA cannot describe dq, dk or dv (16-byte aligned "
                  "bases, rows a multiple of 16 bytes apart); use --backward-grad-add auto");
