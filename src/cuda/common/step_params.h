@@ -34,7 +34,8 @@ struct StepParams {
   // Hopper backward row order).
   const int32_t* tile_lists;   // [slots, tiles of the other side]
   const int32_t* tile_counts;  // [slots]
-  const int32_t* tile_order;   // [slots]
+  const int32_t* tile_order;   // [slots]; null where the kernel takes its order from the slot
+                               // index (SlotOrder::kFromIndex)
   int32_t* work_counter;       // persistent kernels claim work items past the first gridDim.x by
                                // counting on it (0 at launch)
   // ---- shapes ----
