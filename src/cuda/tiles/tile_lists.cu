@@ -43,13 +43,10 @@ __global__ void build_tile_lists_kernel(const TileRange* __restrict__ ranges_min
   if (lane == 0) counts[slot] = count;
 }
 
-// A stable counting rank, O(n^2) over n slots, which stays far below the attention's cost. Also
-// resets the persistent kernels' work counter.
+// A stable counting rank, O(n^2) over n slots, which stays far below the attention's cost.
 __global__ void order_tiles_kernel(const int32_t* __restrict__ counts, int slots,
-                                   int32_t* __restrict__ order,
-                                   int32_t* __restrict__ work_counter) {
+                                   int32_t* __restrict__ order) {
   const int i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i == 0) *work_counter = 0;
   if (i >= slots) return;
   const int32_t mine = counts[i];
   int rank = 0;
@@ -72,11 +69,10 @@ void build_tile_lists(const TileRange* ranges_mine, const TileRange* ranges_othe
   RINGPACK_CHECK_LAUNCH();
 }
 
-void order_tiles_by_count(const int32_t* counts, int slots, int32_t* order, int32_t* work_counter,
-                          cudaStream_t stream) {
+void order_tiles_by_count(const int32_t* counts, int slots, int32_t* order, cudaStream_t stream) {
   if (slots == 0) return;
   order_tiles_kernel<<<(slots + kOrderThreads - 1) / kOrderThreads, kOrderThreads, 0, stream>>>(
-      counts, slots, order, work_counter);
+      counts, slots, order);
   RINGPACK_CHECK_LAUNCH();
 }
 
@@ -118,11 +114,11 @@ TilePlan plan_tiles(const int32_t* segment_ids_mine, const int32_t* positions_mi
   build_tile_lists(plan.ranges_mine, plan.ranges_others, batch, plan.num_mine, plan.num_others,
                    lists_of_queries, mask, plan.lists, plan.counts, stream);
   if (slot_order == SlotOrder::kHeaviestFirst) {
-    order_tiles_by_count(plan.counts, int(slots), plan.order, plan.work_counter, stream);
+    order_tiles_by_count(plan.counts, int(slots), plan.order, stream);
   } else {
     plan.order = nullptr;
-    RINGPACK_CUDA_CHECK(cudaMemsetAsync(plan.work_counter, 0, sizeof(int32_t), stream));
   }
+  RINGPACK_CUDA_CHECK(cudaMemsetAsync(plan.work_counter, 0, sizeof(int32_t), stream));
   return plan;
 }
 

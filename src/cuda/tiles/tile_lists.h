@@ -16,8 +16,7 @@ namespace ringpack::cuda {
 
 // The order of my tiles a plan writes: heaviest first (most tiles of the other side first, ties
 // by slot), which the portable loops launch in, or none, for kernels that take their order from
-// the slot index (the Hopper loops, the deterministic dQ kernel): order stays null then, and the
-// plan only resets the work counter.
+// the slot index (the Hopper loops, the deterministic dQ kernel): order stays null then.
 enum class SlotOrder { kHeaviestFirst, kFromIndex };
 
 // One step's tile plan in one stream-ordered device allocation: tile ranges of both sides, then
